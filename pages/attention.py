@@ -1,0 +1,5 @@
+"""Lesson: attention (placeholder until its lesson lands; see docs/PAGES.md)."""
+
+from ui.lesson import coming_soon
+
+coming_soon("attention")

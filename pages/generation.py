@@ -1,0 +1,5 @@
+"""Lesson: generation (placeholder until its lesson lands; see docs/PAGES.md)."""
+
+from ui.lesson import coming_soon
+
+coming_soon("generation")

@@ -1,0 +1,5 @@
+"""Lesson: tokens (placeholder until its lesson lands; see docs/PAGES.md)."""
+
+from ui.lesson import coming_soon
+
+coming_soon("tokens")

@@ -1,0 +1,69 @@
+"""Shared fixtures for Decoder Lab's tests.
+
+- ``lm``: the real model, loaded once per test process.
+- ``open_page``: an AppTest of app.py opened on one page, with URL parameters, already run.
+
+Marks (pytest.ini): ``slow`` for tests that load the real model, ``browser`` for the
+real-Chromium end-to-end tests in tests/browser/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+APP = ROOT / "app.py"
+APP_TIMEOUT = 120      # seconds for one AppTest run once the model is warm
+
+
+@pytest.fixture(scope="session")
+def lm():
+    """The real model (SmolLM2-135M-Instruct), loaded once per test process."""
+    from lesson_model import load_model
+    return load_model()
+
+
+@pytest.fixture(scope="session")
+def warm_app(lm):
+    """Run the app once so the model sits in Streamlit's resource cache for every AppTest."""
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(APP), default_timeout=600)
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return True
+
+
+@pytest.fixture
+def open_page(warm_app):
+    """open_page(page, lang=..., prompt=..., params={...}, locale=...) -> AppTest after its run.
+
+    Like opening ``/<page>?lang=..&prompt=..&<params>`` in a browser: the app starts on
+    home (AppTest needs one run before switching pages), then the page's own parameters
+    are put in the URL and the page runs.
+    """
+    from streamlit.testing.v1 import AppTest
+
+    from ui import nav
+
+    def _open(page: str = nav.HOME, *, lang: str | None = "en", prompt: str | None = None,
+              params: dict | None = None, locale: str | None = None):
+        at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+        if locale is not None:
+            at.context["locale"] = locale
+        if lang is not None:
+            at.query_params["lang"] = lang
+        if prompt is not None:
+            at.query_params["prompt"] = prompt
+        if page == nav.HOME:
+            for key, value in (params or {}).items():
+                at.query_params[key] = str(value)
+            return at.run()
+        at.run()
+        for key, value in (params or {}).items():
+            at.query_params[key] = str(value)
+        at.switch_page(nav.page_file(page))
+        return at.run()
+
+    return _open

@@ -1,0 +1,1 @@
+"""Streamlit and plotly helpers shared by the lesson pages (pages -> ui -> lesson_model)."""

@@ -1,0 +1,121 @@
+"""Translations: short strings from JSON catalogs, lesson prose from Markdown files.
+
+Catalogs: ``assets/i18n/<lang>.json`` holds the app-wide strings; each lesson may add
+``assets/i18n/<lang>/<page>.json``, whose keys are read as ``"<page>.<key>"``. Nested
+objects are flattened with dots. Lesson prose: ``assets/lessons/<lang>/<page>.md``, split
+into sections by ``## <section_id>`` headings.
+
+The language lives in each session's state (never process-wide), so two students can
+read the course in two languages at the same time.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from string import Formatter
+
+import streamlit as st
+
+ASSETS = Path(__file__).resolve().parent.parent / "assets"
+LANGS: dict[str, str] = {"en": "English", "zh-Hant": "繁體中文", "zh-Hans": "简体中文"}
+DEFAULT_LANG = "en"
+_LANG_KEY = "_lang"
+_SECTION = re.compile(r"^##[ \t]+([A-Za-z0-9_-]+)[ \t]*$", re.MULTILINE)
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+@lru_cache(maxsize=None)
+def catalog(lang: str) -> dict[str, str]:
+    """Every short string of one language: the app catalog merged with each lesson's."""
+    table = _flatten(json.loads((ASSETS / "i18n" / f"{lang}.json").read_text("utf-8")))
+    for path in sorted((ASSETS / "i18n" / lang).glob("*.json")):
+        page_keys = _flatten(json.loads(path.read_text("utf-8")), path.stem + ".")
+        clash = table.keys() & page_keys.keys()
+        if clash:
+            raise ValueError(f"{path}: keys already defined elsewhere: {sorted(clash)}")
+        table.update(page_keys)
+    return table
+
+
+@lru_cache(maxsize=None)
+def lesson_sections(page: str, lang: str) -> dict[str, str]:
+    """The sections of ``assets/lessons/<lang>/<page>.md``: {section_id: markdown}."""
+    path = ASSETS / "lessons" / lang / f"{page}.md"
+    if not path.exists():
+        return {}
+    text = path.read_text("utf-8")
+    heads = list(_SECTION.finditer(text))
+    return {
+        m.group(1): text[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)].strip()
+        for i, m in enumerate(heads)
+    }
+
+
+def placeholders(text: str) -> set[str]:
+    """The ``{name}`` fields of a format string."""
+    return {field for _, field, _, _ in Formatter().parse(text) if field is not None}
+
+
+def lang_from_locale(locale: str | None) -> str:
+    """Map a browser locale to a course language (zh-TW/HK/MO -> zh-Hant, other zh -> zh-Hans)."""
+    tag = (locale or "").replace("_", "-").lower()
+    if not tag.startswith("zh"):
+        return DEFAULT_LANG
+    if "hant" in tag or tag.split("-")[-1] in {"tw", "hk", "mo"}:
+        return "zh-Hant"
+    return "zh-Hans"
+
+
+def parse_lang(value: str) -> str | None:
+    """A ``?lang=`` value as a course language, accepting locale spellings; None if unknown."""
+    for code in LANGS:
+        if value.strip().lower() == code.lower():
+            return code
+    if value.strip().lower().startswith("zh"):
+        return lang_from_locale(value)
+    return None
+
+
+def current_lang() -> str:
+    return st.session_state.get(_LANG_KEY, DEFAULT_LANG)
+
+
+def set_lang(lang: str) -> None:
+    st.session_state[_LANG_KEY] = lang
+
+
+def t(key: str, **fields) -> str:
+    """The string for ``key`` in the session's language, formatted with ``fields``.
+
+    Falls back to English when a translation is missing (the i18n test makes that a
+    failure); a key missing in English is a programming error and raises KeyError.
+    """
+    text = catalog(current_lang()).get(key)
+    if text is None:
+        text = catalog(DEFAULT_LANG)[key]
+    return text.format(**fields) if fields else text
+
+
+def has(key: str) -> bool:
+    return key in catalog(DEFAULT_LANG)
+
+
+def section(page: str, section_id: str) -> str:
+    """One lesson prose section in the session's language (English if missing there)."""
+    text = lesson_sections(page, current_lang()).get(section_id)
+    if text is None:
+        text = lesson_sections(page, DEFAULT_LANG)[section_id]
+    return text

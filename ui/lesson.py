@@ -1,0 +1,124 @@
+"""The lesson-page scaffold: every lesson follows one pattern (DESIGN.md, "A lesson page").
+
+    page = Lesson("attention")
+    page.header()                              # title + the "intro" section
+    lm = page.model()
+    tokens = page.tokens(lm, cap=64)           # the shared prompt, capped; stops on empty
+    ...controls (ui.state), page.run(...), figures (ui.theme.plot)...
+    page.notice([...])                         # What to notice: observations from this run
+    page.try_this()                            # Try this: example prompts from the catalog
+    page.math()                                # The math: the "math" section (+ worked example)
+    page.code(lesson_model.decoder.Attention.forward)   # In the code
+
+See docs/PAGES.md.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Hashable, Iterable, Sequence
+
+import streamlit as st
+
+from ui import i18n, state
+from ui.i18n import t
+from ui.model import CachedRun, cached_run, get_model
+from ui.text import md_escape, shorten
+
+_TRY_KEY = re.compile(r"^try\.(\d+)\.prompt$")
+
+
+class Lesson:
+    def __init__(self, page: str):
+        self.page = page
+
+    # --- text ---------------------------------------------------------------------------
+    def t(self, key: str, **fields) -> str:
+        """This lesson's string ``<page>.<key>`` (from assets/i18n/<lang>/<page>.json)."""
+        return t(f"{self.page}.{key}", **fields)
+
+    def section(self, section_id: str) -> str:
+        """A prose section of assets/lessons/<lang>/<page>.md."""
+        return i18n.section(self.page, section_id)
+
+    def prose(self, section_id: str) -> None:
+        st.markdown(self.section(section_id))
+
+    # --- the pattern ----------------------------------------------------------------------
+    def header(self) -> None:
+        """Title and the "intro" section: what this step of the model does."""
+        st.title(t(f"nav.{self.page}"))
+        self.prose("intro")
+
+    def model(self):
+        return get_model()
+
+    def tokens(self, lm, cap: int) -> list:
+        """The shared prompt's tokens, at most ``cap`` of them (with a visible notice when
+        cut). An empty prompt shows a friendly hint with the Try-this prompts and stops the page."""
+        text = state.prompt()
+        if not text.strip():
+            st.info(t("lesson.empty_prompt"), icon=":material/edit_note:")
+            self.try_this()
+            st.stop()
+        tokens = lm.tokenize(text)
+        if len(tokens) > cap:
+            st.warning(t("lesson.prompt_cut", n=len(tokens), cap=cap), icon=":material/content_cut:")
+            tokens = tokens[:cap]
+        return tokens
+
+    def run(self, lm, tokens: Sequence, names: Iterable[str] = (), *, all_logits: bool = False,
+            hooks: dict | None = None, hooks_key: Hashable = None) -> CachedRun:
+        """A cached, shared forward pass over ``tokens`` (Token objects or ids) keeping only
+        the hook tensors in ``names``; see ui.model.cached_run."""
+        ids = [tok if isinstance(tok, int) else tok.id for tok in tokens]
+        return cached_run(lm, ids, names, all_logits=all_logits, hooks=hooks, hooks_key=hooks_key)
+
+    def columns(self):
+        """The figure area with a narrow controls column beside it: (figure, controls)."""
+        return st.columns([3, 1], gap="medium")
+
+    def notice(self, observations: Sequence[str]) -> None:
+        """What to notice: Markdown sentences computed from this run (escape token text with
+        ui.tokens.md_label)."""
+        st.subheader(t("lesson.notice"), anchor=False)
+        st.markdown("\n".join(f"- {line}" for line in observations))
+
+    def try_this(self, examples: Sequence[tuple[str, str]] | None = None) -> None:
+        """Try this: one-click prompts. By default the catalog's ``try.<n>.prompt`` and
+        ``try.<n>.why`` keys of this lesson, in order of n."""
+        if examples is None:
+            numbers = sorted(int(m.group(1)) for key in i18n.catalog(i18n.DEFAULT_LANG)
+                             if key.startswith(self.page + ".") and (m := _TRY_KEY.match(key[len(self.page) + 1:])))
+            examples = [(self.t(f"try.{n}.prompt"), self.t(f"try.{n}.why")) for n in numbers]
+        st.subheader(t("lesson.try"), anchor=False)
+        for n, (prompt, why) in enumerate(examples):
+            left, right = st.columns([2, 3], vertical_alignment="center")
+            left.button(md_escape(shorten(prompt, 60)), key=f"try_{n}", on_click=state.set_prompt,
+                        args=(prompt,), icon=":material/play_arrow:", width="stretch")
+            right.markdown(why)
+
+    def math(self, worked_example: str | None = None) -> None:
+        """The math: the lesson's "math" section, then an optional worked example (Markdown
+        computed from this run)."""
+        with st.expander(t("lesson.math"), icon=":material/functions:"):
+            st.markdown(self.section("math"))
+            if worked_example:
+                st.markdown(worked_example)
+
+    def code(self, *objects) -> None:
+        """In the code: the lesson_model source of each object, via inspect.getsource."""
+        with st.expander(t("lesson.code"), icon=":material/code:"):
+            st.caption(t("lesson.code_caption"))
+            for obj in objects:
+                st.markdown(f"`{obj.__module__}.{obj.__qualname__}`")
+                st.code(inspect.getsource(obj), language="python", line_numbers=True)
+
+
+def coming_soon(page: str) -> None:
+    """Placeholder body for a lesson not written yet (the browser test skips its charts)."""
+    st.title(t(f"nav.{page}"))
+    with st.container(border=True, key="coming_soon"):
+        st.markdown(t(f"about.{page}"))
+        st.info(t("lesson.coming_soon"), icon=":material/construction:")

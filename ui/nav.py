@@ -1,0 +1,38 @@
+"""The course map: sections and pages in course order (SYLLABUS.md), with fixed url_paths.
+
+A page's url_path is also its id everywhere else: its file ``pages/<id>.py``, its catalog
+``assets/i18n/<lang>/<id>.json`` (keys ``<id>.*``), its prose ``assets/lessons/<lang>/<id>.md``.
+Titles come from the catalog keys ``nav.<id>`` and section names from ``nav.section.<name>``.
+"""
+
+from __future__ import annotations
+
+HOME = "home"
+
+SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("start", [(HOME, ":material/home:")]),
+    ("input", [
+        ("tokens", ":material/text_fields:"),
+        ("embeddings", ":material/scatter_plot:"),
+        ("position", ":material/format_list_numbered:"),
+    ]),
+    ("block", [
+        ("attention", ":material/visibility:"),
+        ("heads", ":material/view_column:"),
+        ("induction", ":material/repeat:"),
+        ("ffn", ":material/hub:"),
+        ("residual", ":material/add_road:"),
+    ]),
+    ("output", [
+        ("sampling", ":material/casino:"),
+        ("generation", ":material/autorenew:"),
+    ]),
+]
+
+PAGES: list[str] = [page for _, pages in SECTIONS for page, _ in pages]
+ICONS: dict[str, str] = {page: icon for _, pages in SECTIONS for page, icon in pages}
+
+
+def page_file(page: str) -> str:
+    """Path of a page's script, relative to the repository root (where app.py is)."""
+    return f"pages/{page}.py"

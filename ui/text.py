@@ -1,0 +1,40 @@
+"""Putting user or model text safely into Markdown and plotly labels.
+
+Streamlit renders Markdown (and never raw HTML, since this app does not use
+unsafe_allow_html), so user text must still be escaped: otherwise "**x**", "[a](b)",
+"$x$" or ":red[x]" in a prompt would turn into formatting, links or maths.
+Plotly reads a small HTML subset in labels, so text going there is HTML-escaped.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import string
+
+_MD_SPECIAL = re.compile("([" + re.escape(string.punctuation) + "])")
+_BACKTICKS = re.compile("`+")
+
+
+def md_escape(text: str) -> str:
+    """Text shown literally inside Markdown: every ASCII punctuation mark backslash-escaped,
+    line breaks turned into spaces."""
+    return _MD_SPECIAL.sub(r"\\\1", text).replace("\r", " ").replace("\n", " ")
+
+
+def code_span(text: str) -> str:
+    """Text as an inline code span (shown literally, monospace), whatever backticks it holds."""
+    text = text.replace("\r", " ").replace("\n", " ")
+    longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def html_escape(text: str) -> str:
+    """Text for plotly labels, hover text and titles (plotly understands <b>, <a>, <br>...)."""
+    return html.escape(text, quote=True)
+
+
+def shorten(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,67 @@
+"""Token labels for figures and text: whitespace made visible, byte pieces readable,
+escaped for where they go, and made unique for plotly's category axes."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from ui.text import code_span, html_escape, md_escape, shorten
+
+VISIBLE = {" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"}
+LABEL_LIMIT = 16
+
+
+def visible(text: str) -> str:
+    """Whitespace and control characters as visible marks ("·" space, "↵" newline)."""
+    out = []
+    for ch in text:
+        if ch in VISIBLE:
+            out.append(VISIBLE[ch])
+        elif ord(ch) < 32 or ord(ch) == 127:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ch in "\u200b\u200c\u200d\u2060\ufeff":
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out) or "∅"
+
+
+def _text(token) -> str:
+    """A Token's display text, or a plain string as it is."""
+    return token if isinstance(token, str) else token.text
+
+
+def label(token, limit: int = LABEL_LIMIT) -> str:
+    """Plain-text label: visible whitespace, shortened. Not escaped: for widget options
+    rendered as plain text (selectbox options, dataframe cells)."""
+    return shorten(visible(_text(token)), limit)
+
+
+def plot_label(token, limit: int = LABEL_LIMIT) -> str:
+    """Label for plotly text (titles, hover, annotations): visible and HTML-escaped."""
+    return html_escape(label(token, limit))
+
+
+def md_label(token, limit: int = LABEL_LIMIT) -> str:
+    """Label for Markdown (st.markdown, catalog strings, widget labels): an inline code span."""
+    return code_span(label(token, limit))
+
+
+def md_text(token, limit: int = LABEL_LIMIT) -> str:
+    """Label for Markdown without code styling (e.g. button labels), escaped."""
+    return md_escape(label(token, limit))
+
+
+def axis_labels(tokens: Sequence, limit: int = LABEL_LIMIT) -> list[str]:
+    """Unique, escaped plotly category labels: a label that occurs more than once gets its
+    position appended, e.g. "·cat (3)", so plotly does not merge the categories."""
+    plain = [label(tok, limit) for tok in tokens]
+    counts = Counter(plain)
+    out = [f"{text} ({pos})" if counts[text] > 1 else text for pos, text in enumerate(plain)]
+    return [html_escape(text) for text in out]
+
+
+def position_label(tokens: Sequence, pos: int, limit: int = LABEL_LIMIT) -> str:
+    """Plain text "3: ·cat" for choosing a position (selectbox format_func, slider captions)."""
+    return f"{pos}: {label(tokens[pos], limit)}"
