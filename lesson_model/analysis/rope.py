@@ -1,0 +1,177 @@
+"""Position signals (lesson 3): sinusoidal encodings, and RoPE on this model's real q and k.
+
+    frequency_ladder(lm)                    # theta_i for each of the d_head/2 pairs
+    rotate_pair([3.0, 0.0], math.radians(30))   # -> [2.598, 1.5]
+    pair_track(run, layer=3, head=0, pair=0)    # one pair of q before/after RoPE, per position
+    relative_scores(lm, q, k, distances, positions)   # q.k depends on distance only
+
+Pairs follow the model's rotate-half layout: pair i is made of dimensions i and
+i + d_head/2 of a head, and turns by the angle ``position * theta_i`` with
+``theta_i = base ** (-2i / d_head)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+
+# --------------------------------------------------------------------------- hooks a page needs
+
+def rope_hook_names(layer: int) -> list[str]:
+    """q and k of one layer before and after RoPE: [batch, pos, heads, d_head] each."""
+    a = f"blocks.{int(layer)}.attn"
+    return [f"{a}.hook_q", f"{a}.hook_rot_q", f"{a}.hook_k", f"{a}.hook_rot_k"]
+
+
+# --------------------------------------------------------------------------- the frequency ladder
+
+def frequency_ladder(lm) -> torch.Tensor:
+    """theta_i for i = 0 .. d_head/2 - 1, radians per position [d_head/2], read from the
+    model's rotary module (the same buffer the forward pass uses)."""
+    return lm.decoder.rope.inv_freq.detach().float().cpu().clone()
+
+
+def ladder_formula(d_head: int, base: float) -> torch.Tensor:
+    """theta_i = base ** (-2i / d_head), computed from the formula in float64 [d_head/2]."""
+    i = torch.arange(d_head // 2, dtype=torch.float64)
+    return base ** (-2 * i / d_head)
+
+
+def periods(thetas: torch.Tensor) -> torch.Tensor:
+    """Tokens for one full turn of each pair: 2 pi / theta_i."""
+    return 2 * math.pi / thetas.double()
+
+
+def pair_dims(pair: int, d_head: int) -> tuple[int, int]:
+    """The two dimensions of a head that form pair ``pair`` (rotate-half layout)."""
+    if not 0 <= pair < d_head // 2:
+        raise ValueError(f"pair {pair} outside 0..{d_head // 2 - 1}")
+    return pair, pair + d_head // 2
+
+
+# --------------------------------------------------------------------------- one 2-D rotation
+
+def rotate_pair(xy: Sequence[float] | torch.Tensor, angle: float) -> torch.Tensor:
+    """Rotate the 2-D point ``xy`` counter-clockwise by ``angle`` radians:
+    (x, y) -> (x cos a - y sin a, x sin a + y cos a). [3, 0] by 30 degrees -> [2.598, 1.5]."""
+    x, y = (float(v) for v in xy)
+    c, s = math.cos(angle), math.sin(angle)
+    return torch.tensor([x * c - y * s, x * s + y * c], dtype=torch.float64)
+
+
+def rotate_head(lm, x: torch.Tensor, positions: Sequence[int] | torch.Tensor) -> torch.Tensor:
+    """Apply the model's own RoPE to head vectors ``x`` [n, d_head] at ``positions`` [n]."""
+    pos = torch.as_tensor(positions, dtype=torch.long, device=lm.device).reshape(-1)
+    cos, sin = lm.decoder.rope.angles(pos)                                # [n, d_head] each
+    x = x.detach().float().to(lm.device).reshape(1, -1, 1, x.shape[-1])  # [1, n, 1, d_head]
+    return lm.decoder.rope.rotate(x, cos, sin)[0, :, 0].cpu()             # [n, d_head]
+
+
+# --------------------------------------------------------------------------- a real q turning
+
+@dataclass(frozen=True)
+class PairTrack:
+    """One pair of one head's query, at every position of the prompt."""
+    layer: int
+    head: int
+    pair: int
+    dims: tuple[int, int]
+    theta: float                 # radians per position for this pair
+    before: torch.Tensor         # [pos, 2] the pair from hook_q (no position yet)
+    after: torch.Tensor          # [pos, 2] the same pair from hook_rot_q
+    angle_before: torch.Tensor   # [pos] atan2 of each point, radians
+    angle_after: torch.Tensor    # [pos]
+    turned: torch.Tensor         # [pos] angle_after - angle_before wrapped to (-pi, pi]
+    expected: torch.Tensor       # [pos] position * theta wrapped to (-pi, pi]
+
+
+def _wrap(angle: torch.Tensor) -> torch.Tensor:
+    """Angles to (-pi, pi]."""
+    wrapped = torch.remainder(angle + math.pi, 2 * math.pi) - math.pi
+    return torch.where(wrapped == -math.pi, torch.full_like(wrapped, math.pi), wrapped)
+
+
+def pair_track(lm, run, layer: int, head: int, pair: int, kind: str = "q") -> PairTrack:
+    """Pair ``pair`` of query head ``head`` (or key head, with kind="k") in ``layer``, before
+    and after RoPE, at every position of ``run`` (needs rope_hook_names(layer))."""
+    d_head = lm.cfg.d_head
+    i, j = pair_dims(pair, d_head)
+    a = f"blocks.{int(layer)}.attn"
+    pre = run.cache[f"{a}.hook_{kind}"][0, :, head].double()             # [pos, d_head]
+    post = run.cache[f"{a}.hook_rot_{kind}"][0, :, head].double()        # [pos, d_head]
+    before = torch.stack([pre[:, i], pre[:, j]], dim=-1)                  # [pos, 2]
+    after = torch.stack([post[:, i], post[:, j]], dim=-1)                 # [pos, 2]
+    ang_b = torch.atan2(before[:, 1], before[:, 0])
+    ang_a = torch.atan2(after[:, 1], after[:, 0])
+    theta = float(frequency_ladder(lm)[pair])
+    positions = torch.arange(before.shape[0], dtype=torch.float64)
+    return PairTrack(int(layer), int(head), int(pair), (i, j), theta, before, after, ang_b, ang_a,
+                     _wrap(ang_a - ang_b), _wrap(positions * theta))
+
+
+# --------------------------------------------------------------------------- relative position
+
+@dataclass(frozen=True)
+class RelativeScores:
+    distances: list[int]            # m - n, the query's position minus the key's
+    positions: list[int]            # absolute positions of the key (n); the query sits at n + distance
+    scores: torch.Tensor            # [len(distances), len(positions)] rotated q . rotated k / sqrt(d_head)
+    unrotated: float                # q . k / sqrt(d_head) with no rotation at all
+
+    @property
+    def spread(self) -> torch.Tensor:
+        """Per distance, max - min of the score over absolute positions [len(distances)]: ~0."""
+        return self.scores.max(dim=1).values - self.scores.min(dim=1).values
+
+
+def relative_scores(lm, q: torch.Tensor, k: torch.Tensor, distances: Sequence[int],
+                    positions: Sequence[int]) -> RelativeScores:
+    """Place the same q [d_head] and k [d_head] at many absolute positions and compute the
+    attention score (rotated q . rotated k / sqrt(d_head)) with the model's own RoPE.
+
+    The key sits at position n, the query at n + distance. Each row (one distance) is the
+    same number at every n up to float rounding; rows differ from each other.
+    """
+    d_head = lm.cfg.d_head
+    distances, positions = [int(d) for d in distances], [int(p) for p in positions]
+    n_d, n_p = len(distances), len(positions)
+    key_pos = torch.tensor(positions, dtype=torch.long).repeat(n_d)                        # [n_d * n_p]
+    query_pos = key_pos + torch.tensor(distances, dtype=torch.long).repeat_interleave(n_p)
+    q_rot = rotate_head(lm, q.reshape(1, -1).expand(len(query_pos), -1), query_pos)        # [n_d * n_p, d_head]
+    k_rot = rotate_head(lm, k.reshape(1, -1).expand(len(key_pos), -1), key_pos)
+    scores = (q_rot.double() * k_rot.double()).sum(-1) / math.sqrt(d_head)                 # [n_d * n_p]
+    unrotated = float((q.double().cpu() * k.double().cpu()).sum() / math.sqrt(d_head))
+    return RelativeScores(distances, positions, scores.reshape(n_d, n_p).float(), unrotated)
+
+
+def score_by_distance(lm, q: torch.Tensor, k: torch.Tensor, max_distance: int) -> torch.Tensor:
+    """Rotated q . k / sqrt(d_head) for distances 0..max_distance (key at 0) [max_distance + 1]."""
+    res = relative_scores(lm, q, k, range(max_distance + 1), [0])
+    return res.scores[:, 0]
+
+
+def query_and_key(run, layer: int, head: int, q_pos: int, k_pos: int, group_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The real, un-rotated q of query head ``head`` at ``q_pos`` and the k its key/value head
+    (head // group_size) made at ``k_pos`` [d_head] each (needs rope_hook_names(layer))."""
+    a = f"blocks.{int(layer)}.attn"
+    q = run.cache[f"{a}.hook_q"][0, q_pos, head].float()
+    k = run.cache[f"{a}.hook_k"][0, k_pos, head // group_size].float()
+    return q, k
+
+
+# --------------------------------------------------------------------------- sinusoidal (for comparison)
+
+def sinusoidal_encoding(n_positions: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The fixed encoding of "Attention Is All You Need" [n_positions, d_model]:
+    PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d)).
+    This model does not use it; it is here to compare with RoPE."""
+    pos = torch.arange(n_positions, dtype=torch.float64)[:, None]                 # [pos, 1]
+    freq = base ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # [d/2]
+    pe = torch.zeros(n_positions, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(pos * freq)
+    pe[:, 1::2] = torch.cos(pos * freq[: d_model // 2])
+    return pe.float()

@@ -1,0 +1,226 @@
+"""Tokenization facts, read from the tokenizer itself (lesson 1).
+
+    counts = text_counts(lm, "The cat sat")         # characters, UTF-8 bytes, tokens
+    facts = vocabulary_facts(lm)                    # size, id ranges, longest entries
+    groups = character_groups(lm.tokenize(text), text)   # byte pieces with their character
+
+Nothing here is hard-coded about SmolLM2: id ranges and the longest entries are found by
+walking the vocabulary, so another Llama-family tokenizer gives its own facts.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import weakref
+from dataclasses import dataclass
+from dataclasses import replace
+
+from lesson_model.tokens import Token, byte_decoder, bytes_as_text
+
+
+# --------------------------------------------------------------------------- counts
+
+@dataclass(frozen=True)
+class TextCounts:
+    """How long one text is, measured three ways."""
+    chars: int          # Unicode characters (code points)
+    utf8_bytes: int     # bytes in its UTF-8 encoding
+    tokens: int         # tokens the model's tokenizer makes of it
+
+    @property
+    def chars_per_token(self) -> float:
+        """Characters per token (0 for an empty text): higher means cheaper text."""
+        return self.chars / self.tokens if self.tokens else 0.0
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.utf8_bytes / self.tokens if self.tokens else 0.0
+
+
+def text_counts(lm, text: str) -> TextCounts:
+    """Characters, UTF-8 bytes and tokens of ``text`` (the empty text counts 0 of each)."""
+    n_tokens = len(lm.encode(text)) if text else 0
+    return TextCounts(chars=len(text), utf8_bytes=len(text.encode("utf-8")), tokens=n_tokens)
+
+
+# --------------------------------------------------------------------------- tokens and characters
+
+@dataclass(frozen=True)
+class CharacterGroup:
+    """A run of tokens and the characters they spell together.
+
+    Usually one token and its own text. When a character's UTF-8 bytes are split over
+    several byte tokens (a Chinese character, an emoji), the group holds all of those
+    tokens and the character(s) they make up, e.g. tokens <E7>, <8C>, <AB> -> "猫".
+    """
+    tokens: tuple[Token, ...]
+    text: str           # the characters of the input these tokens spell
+    start: int          # character span in the input
+    end: int
+
+    @property
+    def split(self) -> bool:
+        """True when the characters needed more than one token (byte pieces)."""
+        return len(self.tokens) > 1
+
+
+def character_groups(tokens: list[Token], text: str) -> list[CharacterGroup]:
+    """Group tokens so that every group spells whole characters of ``text``.
+
+    A token holding part of a character (``Token.is_partial``) is merged with its
+    neighbours until the bytes join into whole characters. Tokens whose spans do not
+    come from the text (a BOS the tokenizer added) form groups of their own.
+    """
+    groups: list[CharacterGroup] = []
+    pending: list[Token] = []
+    for tok in tokens:
+        if pending:
+            pending.append(tok)
+        elif tok.is_partial:
+            pending = [tok]
+        else:
+            groups.append(CharacterGroup((tok,), text[tok.start:tok.end] if tok.end > tok.start else tok.text,
+                                         tok.start, tok.end))
+            continue
+        # Close the pending run once its bytes decode to whole characters.
+        data = b"".join(t.bytes for t in pending)
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        start, end = pending[0].start, pending[-1].end
+        groups.append(CharacterGroup(tuple(pending), text[start:end], start, end))
+        pending = []
+    if pending:   # a text cut in the middle of a character (e.g. capped tokens)
+        start, end = pending[0].start, pending[-1].end
+        groups.append(CharacterGroup(tuple(pending), text[start:end], start, end))
+    return groups
+
+
+def split_characters(tokens: list[Token], text: str) -> list[CharacterGroup]:
+    """Only the groups where one character (or a few) needed several byte tokens."""
+    return [g for g in character_groups(tokens, text) if g.split]
+
+
+def letter_counts(tokens: list[Token], letter: str) -> list[tuple[Token, int]]:
+    """How many times ``letter`` occurs in each token's text (case-insensitive).
+
+    The model never sees these counts: it sees one id per token, not the letters inside.
+    """
+    letter = letter.lower()
+    return [(tok, tok.text.lower().count(letter) if not tok.special else 0) for tok in tokens]
+
+
+def chat_tokens(lm, user_text: str, system: str | None = None) -> tuple[str, list[Token]]:
+    """``user_text`` wrapped in the model's chat template, as text and as tokens.
+
+    Returns (rendered template, its tokens). Special tokens such as <|im_start|> are
+    single tokens marked ``special``. Without ``system`` the template's own default
+    system message (if it has one) is used, exactly as the instruct model sees it.
+    """
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user_text}]
+    rendered = lm.chat_template(messages, add_generation_prompt=True)
+    return rendered, lm.tokenize(rendered)
+
+
+# --------------------------------------------------------------------------- the vocabulary
+
+@dataclass(frozen=True)
+class IdRange:
+    """A contiguous range of ids, inclusive at both ends."""
+    first: int
+    last: int
+
+    @property
+    def count(self) -> int:
+        return self.last - self.first + 1
+
+
+@dataclass(frozen=True)
+class VocabularyFacts:
+    size: int                                   # entries, special tokens included
+    special: tuple[tuple[int, str], ...]        # (id, text) of every special token
+    special_range: IdRange | None               # when the special ids are contiguous
+    byte_range: IdRange | None                  # single-byte entries (the BPE alphabet), when contiguous
+    n_single_bytes: int                         # how many single-byte entries exist
+    merged_range: IdRange | None                # entries made by merges, when contiguous
+    n_merges: int                               # merge rules in the tokenizer (0 if not BPE)
+    first_merges: tuple[tuple[str, str], ...]   # the first merge rules learned (display text)
+    longest: tuple[tuple[int, str, int], ...]   # (id, text, bytes) of the longest entries
+    longest_words: tuple[tuple[int, str, int], ...]   # longest entries made of letters only
+
+
+def _contiguous(ids: list[int]) -> IdRange | None:
+    if not ids:
+        return None
+    ids = sorted(ids)
+    return IdRange(ids[0], ids[-1]) if ids[-1] - ids[0] + 1 == len(ids) else None
+
+
+def _merges(tokenizer) -> list[tuple[str, str]]:
+    """The BPE merge rules, in the order they were learned (pieces in the stand-in alphabet)."""
+    model = json.loads(tokenizer.to_str()).get("model", {})
+    if model.get("type") != "BPE":
+        return []
+    out = []
+    for rule in model.get("merges", []):
+        left, right = rule.split(" ", 1) if isinstance(rule, str) else rule
+        out.append((left, right))
+    return out
+
+
+_FACTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_FACTS_LOCK = threading.Lock()
+
+
+def vocabulary_facts(lm, n_longest: int = 8) -> VocabularyFacts:
+    """Facts about the vocabulary found by walking all of it once (cached per model)."""
+    with _FACTS_LOCK:
+        hit = _FACTS.get(lm)
+        if hit is not None and len(hit.longest) >= n_longest:
+            return _trim(hit, n_longest)
+    view = lm.tokenizer
+    size = view.vocab_size
+    special_ids = sorted(view.special_ids)
+    pieces = [view.token_bytes(i) for i in range(size)]                      # raw bytes of every entry
+    singles = [i for i in range(size) if len(pieces[i]) == 1 and i not in view.special_ids]
+    merged = [i for i in range(size) if len(pieces[i]) > 1 and i not in view.special_ids]
+    table = byte_decoder()
+
+    def shown(piece: str) -> str:
+        return bytes_as_text(bytes(table[c] for c in piece if c in table)) if view.byte_level else piece
+
+    merges = _merges(view.tokenizer)
+    ordinary = [i for i in range(size) if i not in view.special_ids]
+    by_length = sorted(ordinary, key=lambda i: (-len(pieces[i]), i))
+    words = [i for i in by_length if (t := pieces[i].decode("utf-8", "replace").strip()) and t.isalpha() and t.isascii()]
+    keep = max(n_longest, 8)
+    facts = VocabularyFacts(
+        size=size,
+        special=tuple((i, bytes_as_text(pieces[i])) for i in special_ids),
+        special_range=_contiguous(special_ids),
+        byte_range=_contiguous(singles),
+        n_single_bytes=len(singles),
+        merged_range=_contiguous(merged),
+        n_merges=len(merges),
+        first_merges=tuple((shown(a), shown(b)) for a, b in merges[:keep]),
+        longest=tuple((i, bytes_as_text(pieces[i]), len(pieces[i])) for i in by_length[:keep]),
+        longest_words=tuple((i, bytes_as_text(pieces[i]), len(pieces[i])) for i in words[:keep]),
+    )
+    with _FACTS_LOCK:
+        _FACTS[lm] = facts
+    return _trim(facts, n_longest)
+
+
+def _trim(facts: VocabularyFacts, n: int) -> VocabularyFacts:
+    return replace(facts, longest=facts.longest[:n], longest_words=facts.longest_words[:n],
+                   first_merges=facts.first_merges[:n])
+
+
+def single_token_id(lm, text: str) -> int | None:
+    """The id of ``text`` when the tokenizer makes exactly one token of it, else None."""
+    ids = lm.encode(text)
+    if lm.tokenizer.bos_id is not None and ids and ids[0] == lm.tokenizer.bos_id:
+        ids = ids[1:]
+    return ids[0] if len(ids) == 1 else None

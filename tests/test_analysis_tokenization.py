@@ -1,0 +1,93 @@
+"""lesson_model.analysis.tokenization: counts, byte pieces grouped by character, vocabulary facts."""
+
+from __future__ import annotations
+
+import pytest
+
+from lesson_model.analysis import tokenization as T
+from tests._fixtures_model import UNICODE_GAUNTLET, smollm2, tiny  # noqa: F401
+
+
+def test_text_counts_by_hand(smollm2):
+    c = T.text_counts(smollm2, "The cat sat on the mat.")
+    assert (c.chars, c.utf8_bytes, c.tokens) == (23, 23, 7)
+    assert c.chars_per_token == pytest.approx(23 / 7)
+    zh = T.text_counts(smollm2, "猫坐在垫子上。")
+    assert (zh.chars, zh.utf8_bytes) == (7, 21)              # 3 bytes per CJK character
+    assert zh.tokens == len(smollm2.encode("猫坐在垫子上。")) > zh.chars
+    empty = T.text_counts(smollm2, "")
+    assert (empty.chars, empty.tokens, empty.chars_per_token) == (0, 0, 0.0)
+
+
+@pytest.mark.parametrize("text", UNICODE_GAUNTLET)
+def test_character_groups_cover_the_text(smollm2, text):
+    tokens = smollm2.tokenize(text)
+    groups = T.character_groups(tokens, text)
+    assert [t for g in groups for t in g.tokens] == tokens          # every token once, in order
+    assert "".join(g.text for g in groups) == text                  # the groups spell the text
+    for g in groups:
+        b"".join(t.bytes for t in g.tokens).decode("utf-8")         # whole characters in every group
+        assert g.split == (len(g.tokens) > 1)
+
+
+def test_a_chinese_character_split_over_byte_tokens(smollm2):
+    text = "猫坐在垫子上"
+    groups = T.split_characters(smollm2.tokenize(text), text)
+    cat = next(g for g in groups if g.text == "猫")
+    assert [t.text for t in cat.tokens] == ["<E7>", "<8C>", "<AB>"]
+    assert b"".join(t.bytes for t in cat.tokens) == "猫".encode()
+    assert all(t.is_partial for t in cat.tokens)
+    assert "在" not in [g.text for g in groups]                     # 在 is a single token
+
+
+def test_strawberry_pieces(smollm2):
+    start = smollm2.tokenize("strawberry")
+    assert [t.text for t in start] == ["st", "raw", "berry"]
+    counts = T.letter_counts(start, "r")
+    assert [n for _, n in counts] == [0, 1, 2] and sum(n for _, n in counts) == 3
+    # After a space the whole word is one vocabulary entry: no letters visible at all.
+    assert [t.text for t in smollm2.tokenize("How many r's in strawberry?")][-2] == " strawberry"
+
+
+def test_chat_tokens_wrap_the_prompt(smollm2):
+    rendered, tokens = T.chat_tokens(smollm2, "Hi there")
+    assert rendered.startswith("<|im_start|>system\n") and rendered.endswith("<|im_start|>assistant\n")
+    assert "<|im_start|>user\nHi there<|im_end|>" in rendered
+    specials = [t.text for t in tokens if t.special]
+    assert specials == ["<|im_start|>", "<|im_end|>", "<|im_start|>", "<|im_end|>", "<|im_start|>"]
+    assert smollm2.decode([t.id for t in tokens]) == rendered
+    custom, _ = T.chat_tokens(smollm2, "Hi", system="Be brief.")
+    assert custom.startswith("<|im_start|>system\nBe brief.<|im_end|>")
+
+
+def test_vocabulary_facts_of_smollm2(smollm2):
+    f = T.vocabulary_facts(smollm2, n_longest=5)
+    assert f.size == 49152
+    assert f.special_range == T.IdRange(0, 16) and f.special[0] == (0, "<|endoftext|>")
+    assert f.byte_range == T.IdRange(17, 251) and f.n_single_bytes == 235
+    assert f.merged_range == T.IdRange(252, 49151)
+    assert f.n_merges == 48900 == f.merged_range.count                # one new entry per merge rule
+    assert f.special_range.count + f.n_single_bytes + f.n_merges == f.size
+    assert f.first_merges[0] == (" ", "t")
+    assert len(f.longest) == 5
+    lengths = [n for _, _, n in f.longest]
+    assert lengths == sorted(lengths, reverse=True)
+    for token_id, text, n in f.longest + f.longest_words:
+        assert smollm2.token_text(token_id) == text and len(smollm2.tokenizer.token_bytes(token_id)) == n
+    # Nothing in the vocabulary is longer than the longest entry reported.
+    longest = max(len(smollm2.tokenizer.token_bytes(i)) for i in range(f.size) if i not in smollm2.tokenizer.special_ids)
+    assert lengths[0] == longest
+    assert all(text.strip().isalpha() for _, text, _ in f.longest_words)
+
+
+def test_vocabulary_facts_on_a_tiny_tokenizer(tiny):
+    _, lm = tiny
+    f = T.vocabulary_facts(lm, n_longest=3)
+    assert f.size == lm.tokenizer.vocab_size
+    assert f.special_range is not None and f.special_range.count == 1
+    assert f.n_single_bytes == 256
+
+
+def test_single_token_id(smollm2):
+    assert T.single_token_id(smollm2, " king") == smollm2.encode(" king")[0]
+    assert T.single_token_id(smollm2, "strawberry") is None
