@@ -1,0 +1,193 @@
+"""The feed-forward network (MLP) up close: its neurons, its non-linearity, and what a
+neuron writes.
+
+This model's MLP is gated (SwiGLU):
+
+    gate = x @ gate_proj                 [pos, d_ff]   hook_pre
+    up   = x @ up_proj                   [pos, d_ff]   hook_pre_linear
+    post = silu(gate) * up               [pos, d_ff]   hook_post: the "neuron activations"
+    out  = post @ down_proj              [pos, d_model]
+
+Neuron n is column n of gate_proj and up_proj (what it reads) and row n of down_proj
+(what it writes): the MLP's output is sum_n post[n] * down_proj[n]. A neuron's value in
+hook_post can be negative as well as positive, and a negative value writes the opposite
+direction; "most active" below means largest |value| unless asked otherwise.
+
+    from lesson_model.analysis.neurons import neuron_top_activations, neuron_activations, neuron_output_tokens
+    run = lm.run(text, names=neuron_names(5))
+    neuron_top_activations(lm, run, layer=5, position=-1, k=10)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+
+
+# --------------------------------------------------------------------------- activation functions
+
+def relu(x: torch.Tensor) -> torch.Tensor:
+    """max(0, x): the original Transformer's (2017) choice."""
+    return torch.relu(x)
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """x * Phi(x) with Phi the standard normal CDF (GPT-2, BERT)."""
+    return F.gelu(x)
+
+
+def silu(x: torch.Tensor) -> torch.Tensor:
+    """x * sigmoid(x), also called swish (the gate of SwiGLU: LLaMA, Mistral, PaLM, this model)."""
+    return F.silu(x)
+
+
+def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """silu(gate) * up: the gate decides how much of ``up`` passes, and with which sign."""
+    return F.silu(gate) * up
+
+
+ACTIVATIONS = {"relu": relu, "gelu": gelu, "silu": silu}
+
+
+# --------------------------------------------------------------------------- neurons on a run
+
+def neuron_names(layer: int) -> list[str]:
+    """Hook points the neuron functions read for one layer."""
+    return [f"blocks.{layer}.mlp.hook_post"]
+
+
+@dataclass(frozen=True)
+class NeuronActivation:
+    neuron: int       # index in 0 .. d_ff-1
+    value: float      # its hook_post value (silu(gate) * up) at the position
+
+
+def neuron_top_activations(lm, run, layer: int, position: int = -1, k: int = 10,
+                           by: Literal["abs", "positive", "negative"] = "abs") -> list[NeuronActivation]:
+    """The k neurons of ``layer`` with the largest activation at ``position``.
+
+    by="abs" ranks by |value| (a negative value writes its direction with the sign flipped,
+    just as strongly); "positive"/"negative" rank by the signed value.
+    """
+    post = run.cache[f"blocks.{layer}.mlp.hook_post"][0, position].float()     # [d_ff]
+    key = {"abs": post.abs(), "positive": post, "negative": -post}[by]
+    top = torch.topk(key, min(k, post.numel())).indices                        # [k]
+    return [NeuronActivation(int(n), float(post[n])) for n in top]
+
+
+def neuron_activations(lm, run, layer: int, neuron: int) -> torch.Tensor:
+    """One neuron's activation at every position of the run: [pos]."""
+    return run.cache[f"blocks.{layer}.mlp.hook_post"][0, :, neuron].float()
+
+
+@dataclass
+class NeuronVocab:
+    """The vocabulary entries whose logits one unit of this neuron raises or lowers most,
+    directly (through the unembedding, ignoring every later layer)."""
+    promoted: list[tuple[int, float]]     # (token id, logit change per unit of activation), largest first
+    suppressed: list[tuple[int, float]]   # most negative first
+
+
+def neuron_output_direction(lm, layer: int, neuron: int, through_norm: bool = True) -> torch.Tensor:
+    """The neuron's effect on every logit per unit of activation: [vocab].
+
+    down_proj[neuron] is what the neuron adds to the residual stream. Read straight out
+    through the unembedding (optionally times the final norm's weight, as the real read-out
+    does; the norm's division by the vector's size is left out, it scales all logits alike).
+    """
+    d = lm.decoder
+    direction = d.blocks[layer].mlp.down_proj[neuron].detach().float()          # [d_model]
+    if through_norm:
+        direction = direction * d.ln_final.weight.detach().float()              # [d_model]
+    return direction @ d.W_U.detach().float()                                   # [vocab]
+
+
+def neuron_output_tokens(lm, layer: int, neuron: int, k: int = 10, through_norm: bool = True) -> NeuronVocab:
+    """Top-k tokens this neuron's output direction promotes (and suppresses) through the unembedding."""
+    with torch.inference_mode():
+        scores = neuron_output_direction(lm, layer, neuron, through_norm)       # [vocab]
+        up, down = torch.topk(scores, k), torch.topk(-scores, k)
+    return NeuronVocab(promoted=[(int(i), float(v)) for v, i in zip(up.values, up.indices)],
+                       suppressed=[(int(i), -float(v)) for v, i in zip(down.values, down.indices)])
+
+
+# --------------------------------------------------------------------------- why the non-linearity
+
+@dataclass
+class LinearCollapse:
+    """What up_proj then down_proj would be with nothing in between: one matrix."""
+    product: torch.Tensor            # [d_model, d_model] = up_proj @ down_proj
+    singular_values: torch.Tensor    # [d_model], largest first
+    rank: int                        # numerical rank of the product
+    params_two: int                  # numbers in up_proj and down_proj together
+    params_one: int                  # numbers in the product
+    max_error: float                 # largest |x @ up @ down - x @ product| on a test vector
+
+
+def linear_collapse(lm, layer: int, x: torch.Tensor | None = None) -> LinearCollapse:
+    """Two linear maps in a row are one linear map: (x @ up) @ down == x @ (up @ down).
+
+    The product of this layer's up_proj [d_model, d_ff] and down_proj [d_ff, d_model] is a
+    single [d_model, d_model] matrix whose rank is at most d_model, however wide d_ff is.
+    ``x`` [d_model] (default: a fixed random vector) checks the two ways agree.
+    """
+    mlp = lm.decoder.blocks[layer].mlp
+    with torch.inference_mode():
+        up = mlp.up_proj.detach().double()                                      # [d_model, d_ff]
+        down = mlp.down_proj.detach().double()                                  # [d_ff, d_model]
+        product = up @ down                                                     # [d_model, d_model]
+        s = torch.linalg.svdvals(product)                                       # [d_model]
+        tol = s.max() * max(product.shape) * torch.finfo(torch.float32).eps
+        if x is None:
+            x = torch.randn(up.shape[0], generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+        x = x.detach().double().reshape(-1)
+        err = float(((x @ up) @ down - x @ product).abs().max())
+    return LinearCollapse(product=product.float(), singular_values=s.float(), rank=int((s > tol).sum()),
+                          params_two=up.numel() + down.numel(), params_one=product.numel(), max_error=err)
+
+
+def mlp_names(layer: int) -> list[str]:
+    """Hook points nonlinearity_check reads (the MLP's real input: ln2's output before its weight)."""
+    return [f"blocks.{layer}.ln2.hook_normalized"]
+
+
+@dataclass
+class Additivity:
+    """f(a + b) against f(a) + f(b) for the real MLP and for its linear stand-in."""
+    mlp_gap: float       # |f(a+b) - f(a) - f(b)| / |f(a+b)| for the real gated MLP
+    linear_gap: float    # the same for x -> x @ up @ down (0 up to rounding)
+    mlp_scale_gap: float  # |f(2a) - 2 f(a)| / |f(2a)|: doubling the input does not double the output
+    norm_sum: float      # |f(a+b)|
+    norm_parts: float    # |f(a) + f(b)|
+
+
+def mlp_forward(lm, layer: int, x: torch.Tensor) -> torch.Tensor:
+    """The layer's MLP on MLP inputs x [..., d_model] (already normalized, weight applied)."""
+    mlp = lm.decoder.blocks[layer].mlp
+    return swiglu(x @ mlp.gate_proj, x @ mlp.up_proj) @ mlp.down_proj
+
+
+def nonlinearity_check(lm, run, layer: int, pos_a: int, pos_b: int) -> Additivity:
+    """Feed the MLP of ``layer`` the real inputs of two positions, and their sum.
+
+    A linear map would give f(a + b) = f(a) + f(b) exactly; the gated MLP does not, which is
+    why stacking MLPs builds functions no single matrix can.
+    """
+    mlp = lm.decoder.blocks[layer].mlp
+    w = lm.decoder.blocks[layer].ln2.weight.detach().float()
+    normalized = run.cache[f"blocks.{layer}.ln2.hook_normalized"][0].float()   # [pos, d_model]
+    a, b = normalized[pos_a] * w, normalized[pos_b] * w                        # [d_model] each: what the MLP reads
+    with torch.inference_mode():
+        f = lambda v: mlp_forward(lm, layer, v)                                # noqa: E731
+        lin = lambda v: (v @ mlp.up_proj) @ mlp.down_proj                      # noqa: E731
+        fa, fb, fab, f2a = f(a), f(b), f(a + b), f(2 * a)
+        la, lb, lab = lin(a), lin(b), lin(a + b)
+
+    def gap(whole: torch.Tensor, parts: torch.Tensor) -> float:
+        return float((whole - parts).norm() / whole.norm().clamp_min(1e-12))
+
+    return Additivity(mlp_gap=gap(fab, fa + fb), linear_gap=gap(lab, la + lb), mlp_scale_gap=gap(f2a, 2 * fa),
+                      norm_sum=float(fab.norm()), norm_parts=float((fa + fb).norm()))

@@ -1,0 +1,67 @@
+"""Logit lens: the last depth is the model's own output; every depth matches a direct decode."""
+
+import pytest
+import torch
+
+from lesson_model import load_model
+from lesson_model.analysis.logit_lens import decode_residual, first_depth_on_top, logit_lens, logit_lens_names
+
+TEXT = "The capital of France is Paris. The capital of"
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_model()
+
+
+@pytest.fixture(scope="module")
+def run(lm):
+    return lm.run(TEXT, names=logit_lens_names(lm, include_embed=True))
+
+
+def test_last_layer_is_the_model_prediction(lm, run):
+    lens = logit_lens(lm, run, k=3)
+    probs = run.logits[0].softmax(-1)                                    # [pos, vocab]
+    assert torch.equal(lens.top_ids[-1, :, 0], run.logits[0].argmax(-1))
+    assert torch.allclose(lens.top_probs[-1], torch.topk(probs, 3).values, atol=1e-5)
+    assert torch.equal(lens.target_ids, run.logits[0].argmax(-1))
+    assert torch.all(lens.target_ranks[-1] == 0)
+    assert torch.allclose(decode_residual(lm, run.cache["blocks.29.hook_resid_post"][0]), run.logits[0], atol=1e-3)
+
+
+def test_middle_depth_matches_direct_decode(lm, run):
+    lens = logit_lens(lm, run, positions=[2, -1], k=2, include_embed=True)
+    assert lens.layers[0] == -1 and lens.layers[1] == 0 and len(lens.layers) == lm.cfg.n_layers + 1
+    assert lens.positions == [2, len(lm.encode(TEXT)) - 1]
+    d = lm.decoder
+    for row, depth in [(1, 0), (13, 12)]:
+        x = run.cache[f"blocks.{depth}.hook_resid_post"][0, [2, -1]]
+        with torch.inference_mode():
+            x = x / (x.pow(2).mean(-1, keepdim=True) + d.ln_final.eps).sqrt() * d.ln_final.weight
+            logits = x @ d.W_E.T
+        assert torch.equal(lens.top_ids[row, :, :], torch.topk(logits, 2).indices)
+        target = lens.target_ids
+        rank = (logits > logits.gather(-1, target[:, None])).sum(-1)
+        assert torch.equal(lens.target_ranks[row], rank)
+        p = logits.softmax(-1).gather(-1, target[:, None])[:, 0]
+        assert torch.allclose(lens.target_probs[row], p, atol=1e-6)
+
+
+def test_embedding_row_reads_back_the_input(lm, run):
+    """Tied embeddings: decoding a token's own embedding mostly gives that token back."""
+    lens = logit_lens(lm, run, include_embed=True)
+    ids = run.ids[0]
+    assert (lens.top_ids[0, :, 0] == ids).float().mean() > 0.5
+
+
+def test_custom_targets_and_first_depth(lm, run):
+    paris = lm.encode(" Paris")[0]
+    lens = logit_lens(lm, run, positions=[4], targets=torch.tensor([paris]))
+    assert int(lens.target_ids[0]) == paris
+    assert lens.target_ranks.shape == (lm.cfg.n_layers, 1)
+    first = first_depth_on_top(lens, 0)
+    ranks = lens.target_ranks[:, 0].tolist()
+    if first is None:
+        assert ranks[-1] != 0
+    else:
+        assert all(r == 0 for r in ranks[first:]) and (first == 0 or ranks[first - 1] != 0)

@@ -1,0 +1,117 @@
+"""Neurons of the gated MLP: top activations, per-token activations, output tokens, and
+the collapse of linear maps, each checked against a direct computation."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lesson_model import load_model
+from lesson_model.analysis import neurons as N
+
+TEXT = "The cat sat on the mat. The cat"
+LAYER = 4
+
+
+@pytest.fixture(scope="module")
+def lm():
+    return load_model()
+
+
+@pytest.fixture(scope="module")
+def run(lm):
+    return lm.run(TEXT, names=[f"blocks.{LAYER}.ln2.hook_normalized", f"blocks.{LAYER}.hook_resid_mid",
+                               *N.neuron_names(LAYER), *N.mlp_names(LAYER), f"blocks.{LAYER}.hook_mlp_out"])
+
+
+def direct_post(lm, run):
+    """silu(x @ gate) * (x @ up) recomputed from the residual stream, by hand."""
+    block = lm.decoder.blocks[LAYER]
+    x = run.cache[f"blocks.{LAYER}.hook_resid_mid"][0]
+    x = x / (x.pow(2).mean(-1, keepdim=True) + block.ln2.eps).sqrt() * block.ln2.weight
+    with torch.inference_mode():
+        return F.silu(x @ block.mlp.gate_proj) * (x @ block.mlp.up_proj)        # [pos, d_ff]
+
+
+def test_top_activations_match_direct_computation(lm, run):
+    post = direct_post(lm, run)
+    for position in (0, 3, -1):
+        top = N.neuron_top_activations(lm, run, LAYER, position, k=8)
+        want = torch.topk(post[position].abs(), 8).indices.tolist()
+        assert [a.neuron for a in top] == want
+        for a in top:
+            assert a.value == pytest.approx(float(post[position, a.neuron]), abs=1e-4)
+        assert abs(top[0].value) >= abs(top[-1].value)
+
+
+def test_top_activations_signed(lm, run):
+    post = direct_post(lm, run)[-1]
+    pos = N.neuron_top_activations(lm, run, LAYER, -1, k=5, by="positive")
+    neg = N.neuron_top_activations(lm, run, LAYER, -1, k=5, by="negative")
+    assert [a.neuron for a in pos] == torch.topk(post, 5).indices.tolist()
+    assert [a.neuron for a in neg] == torch.topk(-post, 5).indices.tolist()
+    assert all(a.value < 0 for a in neg) and all(a.value > 0 for a in pos)
+
+
+def test_neuron_activations_over_tokens(lm, run):
+    post = direct_post(lm, run)
+    n = N.neuron_top_activations(lm, run, LAYER, 2, k=1)[0].neuron
+    acts = N.neuron_activations(lm, run, LAYER, n)
+    assert acts.shape == (len(lm.encode(TEXT)),)
+    assert torch.allclose(acts, post[:, n], atol=1e-4)
+
+
+def test_neurons_write_the_mlp_output(lm, run):
+    """The MLP output is the sum over neurons of activation x row of down_proj."""
+    post = run.cache[f"blocks.{LAYER}.mlp.hook_post"][0]
+    with torch.inference_mode():
+        rebuilt = post @ lm.decoder.blocks[LAYER].mlp.down_proj
+    assert torch.allclose(rebuilt, run.cache[f"blocks.{LAYER}.hook_mlp_out"][0], atol=1e-4)
+
+
+def test_output_tokens_match_direct_computation(lm):
+    n = 123
+    d = lm.decoder
+    with torch.inference_mode():
+        scores = (d.blocks[LAYER].mlp.down_proj[n] * d.ln_final.weight) @ d.W_E.T
+        raw = d.blocks[LAYER].mlp.down_proj[n] @ d.W_E.T
+    vocab = N.neuron_output_tokens(lm, LAYER, n, k=6)
+    assert [i for i, _ in vocab.promoted] == torch.topk(scores, 6).indices.tolist()
+    assert [i for i, _ in vocab.suppressed] == torch.topk(-scores, 6).indices.tolist()
+    assert vocab.promoted[0][1] == pytest.approx(float(scores.max()), rel=1e-4)
+    assert vocab.suppressed[0][1] == pytest.approx(float(scores.min()), rel=1e-4)
+    plain = N.neuron_output_tokens(lm, LAYER, n, k=6, through_norm=False)
+    assert [i for i, _ in plain.promoted] == torch.topk(raw, 6).indices.tolist()
+
+
+def test_activation_functions_by_hand():
+    x = torch.tensor([-2.0, 0.0, 1.0])
+    assert N.relu(x).tolist() == [0.0, 0.0, 1.0]
+    assert N.silu(torch.tensor([1.0])).item() == pytest.approx(1 / (1 + 2.718281828 ** -1), rel=1e-6)
+    assert N.gelu(torch.tensor([1.0])).item() == pytest.approx(0.8413447, rel=1e-5)    # 1 * Phi(1)
+    assert N.swiglu(torch.tensor([1.0]), torch.tensor([-3.0])).item() == pytest.approx(-3 * 0.7310586, rel=1e-5)
+
+
+def test_linear_collapse(lm):
+    c = N.linear_collapse(lm, LAYER)
+    mlp = lm.decoder.blocks[LAYER].mlp
+    with torch.inference_mode():
+        want = mlp.up_proj.double() @ mlp.down_proj.double()
+    assert c.product.shape == (576, 576)
+    assert torch.allclose(c.product.double(), want, atol=1e-5)
+    assert c.rank <= 576 and c.rank == int(torch.linalg.matrix_rank(want))
+    assert c.params_two == 2 * 576 * 1536 and c.params_one == 576 * 576
+    assert c.max_error < 1e-9
+    assert torch.all(c.singular_values[:-1] >= c.singular_values[1:])
+
+
+def test_real_mlp_is_not_additive(lm, run):
+    check = N.nonlinearity_check(lm, run, LAYER, 1, 4)
+    assert check.linear_gap < 1e-4            # the linear stand-in adds up
+    assert check.mlp_gap > 0.05               # the real gated MLP does not
+    assert check.mlp_scale_gap > 0.05
+    # and the function it calls is the real MLP: it reproduces hook_mlp_out
+    w = lm.decoder.blocks[LAYER].ln2.weight
+    x = run.cache[f"blocks.{LAYER}.ln2.hook_normalized"][0] * w
+    with torch.inference_mode():
+        out = N.mlp_forward(lm, LAYER, x)
+    assert torch.allclose(out, run.cache[f"blocks.{LAYER}.hook_mlp_out"][0], atol=1e-4)
