@@ -3,16 +3,12 @@
 import pytest
 import torch
 
-from lesson_model import load_model
 from lesson_model.analysis.attribution import (decomposition_names, direct_logit_attribution, dla_names,
                                                head_dla_names, head_logit_attribution, residual_decomposition)
 
+pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
+
 TEXT = "When Mary and John went to the store, John gave a drink to"
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return load_model()
 
 
 @pytest.fixture(scope="module")

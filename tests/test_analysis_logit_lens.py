@@ -3,15 +3,11 @@
 import pytest
 import torch
 
-from lesson_model import load_model
 from lesson_model.analysis.logit_lens import decode_residual, first_depth_on_top, logit_lens, logit_lens_names
 
+pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
+
 TEXT = "The capital of France is Paris. The capital of"
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return load_model()
 
 
 @pytest.fixture(scope="module")

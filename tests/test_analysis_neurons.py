@@ -5,16 +5,12 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from lesson_model import load_model
 from lesson_model.analysis import neurons as N
+
+pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
 
 TEXT = "The cat sat on the mat. The cat"
 LAYER = 4
-
-
-@pytest.fixture(scope="module")
-def lm():
-    return load_model()
 
 
 @pytest.fixture(scope="module")

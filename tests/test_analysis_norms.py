@@ -3,13 +3,9 @@
 import pytest
 import torch
 
-from lesson_model import load_model
 from lesson_model.analysis import norms as NO
 
-
-@pytest.fixture(scope="module")
-def lm():
-    return load_model()
+pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
 
 
 def test_norms_by_hand():

@@ -2,16 +2,11 @@
 
 import pytest
 
-from lesson_model import load_model
 from lesson_model.analysis.params import (PRESETS, PUBLISHED_ACTIVE, PUBLISHED_TOTALS, ArchConfig,
                                           config_of, count_params, model_breakdown, with_experts)
 
 
-@pytest.fixture(scope="module")
-def lm():
-    return load_model()
-
-
+@pytest.mark.slow
 def test_breakdown_reads_the_real_tensors(lm):
     b = model_breakdown(lm)
     assert b.total == sum(p.numel() for p in lm.decoder.parameters())
@@ -22,6 +17,7 @@ def test_breakdown_reads_the_real_tensors(lm):
     assert b.parts["embedding"] == lm.decoder.W_E.numel()
 
 
+@pytest.mark.slow
 def test_formula_matches_this_model(lm):
     c = count_params(config_of(lm))
     b = model_breakdown(lm)
