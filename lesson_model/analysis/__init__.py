@@ -1,0 +1,1 @@
+"""Analyses over a model and its runs: plain functions, one module per idea."""
