@@ -1,0 +1,86 @@
+"""How much memory the KV cache takes.
+
+For every token in the context, each layer keeps one key and one value vector per
+key/value head:
+
+    bytes per token = 2 (K and V) * n_layers * n_kv_heads * d_head * bytes per value
+
+Multi-head attention (MHA) has as many K/V heads as query heads; grouped-query attention
+(GQA) shares each K/V head among a group of query heads; multi-query attention (MQA)
+has one K/V head for all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+BYTES_PER_VALUE: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5}
+
+
+@dataclass(frozen=True)
+class KVShape:
+    """What the KV cache's size depends on."""
+
+    name: str
+    n_layers: int
+    n_heads: int          # query heads
+    n_kv_heads: int       # key/value heads
+    d_head: int
+
+    @property
+    def kind(self) -> str:
+        """"MHA", "GQA" or "MQA"."""
+        if self.n_kv_heads == self.n_heads:
+            return "MHA"
+        return "MQA" if self.n_kv_heads == 1 else "GQA"
+
+    @property
+    def group_size(self) -> int:
+        return self.n_heads // self.n_kv_heads
+
+    def with_kv_heads(self, n_kv_heads: int, name: str | None = None) -> "KVShape":
+        """The same model with another number of K/V heads (a what-if: MHA or MQA)."""
+        return replace(self, n_kv_heads=n_kv_heads, name=name or self.name)
+
+
+# Published configurations (papers / released config files).
+PRESETS: dict[str, KVShape] = {
+    "gpt3": KVShape("GPT-3 175B", n_layers=96, n_heads=96, n_kv_heads=96, d_head=128),
+    "llama2_70b": KVShape("LLaMA-2-70B", n_layers=80, n_heads=64, n_kv_heads=8, d_head=128),
+    "mistral_7b": KVShape("Mistral 7B", n_layers=32, n_heads=32, n_kv_heads=8, d_head=128),
+}
+
+
+def shape_of(cfg, name: str) -> KVShape:
+    """A loaded model's KVShape, from its DecoderConfig."""
+    return KVShape(name, n_layers=cfg.n_layers, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, d_head=cfg.d_head)
+
+
+def bytes_per_value(dtype: str) -> float:
+    if dtype not in BYTES_PER_VALUE:
+        raise ValueError(f"unknown dtype {dtype!r}; one of {sorted(BYTES_PER_VALUE)}")
+    return BYTES_PER_VALUE[dtype]
+
+
+def kv_bytes_per_token(shape: KVShape, dtype: str = "fp16") -> float:
+    """2 * n_layers * n_kv_heads * d_head * bytes per value."""
+    return 2 * shape.n_layers * shape.n_kv_heads * shape.d_head * bytes_per_value(dtype)
+
+
+def kv_bytes(shape: KVShape, context: int, dtype: str = "fp16", batch: int = 1) -> float:
+    """Bytes of the KV cache holding ``context`` tokens for each of ``batch`` sequences."""
+    return kv_bytes_per_token(shape, dtype) * context * batch
+
+
+def variants(shape: KVShape) -> dict[str, KVShape]:
+    """The model as it is, and as MHA (a K/V head per query head) and MQA (one K/V head)."""
+    return {"actual": shape, "MHA": shape.with_kv_heads(shape.n_heads), "MQA": shape.with_kv_heads(1)}
+
+
+def human_bytes(n: float) -> tuple[float, str]:
+    """(value, unit) in binary units: 327,680 -> (320.0, "KiB")."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return n, unit
+        n /= 1024
+    return n, "TiB"

@@ -1,0 +1,135 @@
+"""lesson_model.analysis.attention: one head's attention step by step, the unscaled
+what-if, the search for heads linking two tokens, and attention's cost."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from lesson_model.analysis import attention as A
+
+WAS_CAT = "The cat that I saw yesterday was"
+
+
+@pytest.fixture(scope="module")
+def run(lm):
+    names = A.attention_step_names(2) + A.pattern_names(lm.cfg.n_layers)
+    return lm.run(WAS_CAT, names=names)
+
+
+def test_names():
+    assert A.attention_step_names(4) == [
+        "blocks.4.attn.hook_rot_q", "blocks.4.attn.hook_rot_k", "blocks.4.attn.hook_v",
+        "blocks.4.attn.hook_pattern", "blocks.4.attn.hook_z"]
+    assert A.pattern_names(2) == ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_pattern"]
+
+
+@pytest.mark.parametrize("head,query", [(0, 6), (4, 3), (8, 0), (5, 6)])
+def test_steps_match_the_model(lm, run, head, query):
+    s = A.attention_steps(lm, run, layer=2, head=head, query=query)
+    n = run.ids.shape[1]
+    assert s.kv_head == head // 3                                   # GQA: 3 query heads per K/V head
+    assert s.q.shape == (64,) and s.keys.shape == (n, 64) and s.values.shape == (n, 64)
+    # The steps, by hand from the captured tensors.
+    q = run.cache["blocks.2.attn.hook_rot_q"][0, query, head]
+    k = run.cache["blocks.2.attn.hook_rot_k"][0, :, head // 3]
+    raw = torch.tensor([float(q @ k[j]) for j in range(n)])
+    torch.testing.assert_close(s.raw, raw, atol=1e-4, rtol=1e-5)
+    torch.testing.assert_close(s.scaled, raw / 8, atol=1e-5, rtol=1e-5)
+    assert torch.isinf(s.masked[query + 1:]).all() and torch.isfinite(s.masked[:query + 1]).all()
+    assert (s.weights[query + 1:] == 0).all()
+    assert float(s.weights.sum()) == pytest.approx(1.0, abs=1e-6)
+    # ... and the model's own numbers: pattern row and z.
+    assert s.max_weight_error < 1e-5 and s.max_z_error < 1e-5
+    torch.testing.assert_close(s.weights, run.cache["blocks.2.attn.hook_pattern"][0, head, query], atol=1e-5, rtol=0)
+    torch.testing.assert_close(s.z, run.cache["blocks.2.attn.hook_z"][0, query, head], atol=1e-5, rtol=0)
+    torch.testing.assert_close(s.weighted_values.sum(0), s.z)
+    # The scores hook holds the scaled, masked scores.
+    scores = run.cache.get("blocks.2.attn.hook_attn_scores")
+    assert scores is None   # not asked for: the steps do not need it
+
+
+def test_steps_agree_with_hook_attn_scores(lm):
+    run = lm.run("Hello there, world", names=A.attention_step_names(7) + ["blocks.7.attn.hook_attn_scores"])
+    s = A.attention_steps(lm, run, layer=7, head=1, query=3)
+    torch.testing.assert_close(s.masked, run.cache["blocks.7.attn.hook_attn_scores"][0, 1, 3], atol=1e-5, rtol=1e-5)
+
+
+def test_query_out_of_range(lm, run):
+    with pytest.raises(IndexError):
+        A.attention_steps(lm, run, 2, 0, run.ids.shape[1])
+
+
+def test_entropy_bits_by_hand():
+    assert A.entropy_bits(torch.tensor([1.0, 0.0, 0.0])) == 0.0
+    assert A.entropy_bits(torch.tensor([0.5, 0.5])) == pytest.approx(1.0)
+    assert A.entropy_bits(torch.tensor([0.25] * 4)) == pytest.approx(2.0)
+
+
+def test_unscaled_what_if_sharpens(lm, run):
+    s = A.attention_steps(lm, run, layer=2, head=0, query=6)
+    w = A.unscaled_what_if(s)
+    by_hand = torch.softmax(s.raw[:7], dim=0)
+    torch.testing.assert_close(w.weights_unscaled[:7], by_hand)
+    assert (w.weights_unscaled[7:] == 0).all()
+    # Multiplying every score by 8 can only sharpen: lower entropy, larger top weight.
+    assert w.entropy_unscaled <= w.entropy_scaled + 1e-9
+    assert w.max_unscaled >= w.max_scaled - 1e-9
+    assert w.entropy_scaled == pytest.approx(A.entropy_bits(s.weights))
+
+
+def test_unscaled_on_a_toy_example():
+    # Two keys with raw scores 16 and 8 (d_head 64): scaled 2 and 1 -> 73%/27%;
+    # unscaled 16 and 8 -> 99.97%/0.03%.
+    scaled = torch.softmax(torch.tensor([2.0, 1.0]), 0)
+    assert float(scaled[0]) == pytest.approx(math.e / (math.e + 1))
+    unscaled = torch.softmax(torch.tensor([16.0, 8.0]), 0)
+    assert float(unscaled[0]) == pytest.approx(1 / (1 + math.exp(-8)))
+
+
+def test_search_finds_heads_by_their_weights(lm, run):
+    was = run.ids.shape[1] - 1
+    cat = 1
+    hits = A.find_heads_attending(lm, run, was, cat, top=5)
+    assert len(hits) == 5
+    weights = [h.weight for h in hits]
+    assert weights == sorted(weights, reverse=True)
+    grid = A.attention_between(run, lm.cfg.n_layers, was, cat)
+    assert grid.shape == (30, 9)
+    # The best hit is the true maximum of the grid, and its weight is the pattern's.
+    assert hits[0].weight == pytest.approx(float(grid.max()))
+    h = hits[0]
+    assert h.weight == pytest.approx(float(run.cache[f"blocks.{h.layer}.attn.hook_pattern"][0, h.head, was, cat]))
+    # On this model, some head really links "was" to "cat" (the lesson's example).
+    assert hits[0].weight > 0.5
+    assert A.find_heads_attending(lm, run, 2, 5, top=3)[0].weight == 0.0     # the future is masked
+
+
+def test_strongest_link(lm, run):
+    was = run.ids.shape[1] - 1
+    key, hit = A.strongest_link(lm, run, was)
+    assert 1 <= key < was - 1
+    # No other allowed key is attended to more strongly by any head.
+    for other in range(1, was - 1):
+        assert float(A.attention_between(run, lm.cfg.n_layers, was, other).max()) <= hit.weight + 1e-7
+    assert A.strongest_link(lm, run, 2) is None
+
+
+def test_cost_by_hand(lm):
+    cfg = lm.cfg
+    # Q: 576*576, K and V: 576*192 each, O: 576*576, MLP: 3*576*1536.
+    assert A.linear_macs_per_token(cfg) == 576 * 576 + 2 * 576 * 192 + 576 * 576 + 3 * 576 * 1536 == 3_538_944
+    assert A.attention_macs_per_pair(cfg) == 2 * 9 * 64 == 1152
+    assert A.causal_pairs(4) == 10
+    c = A.block_cost(cfg, 100)
+    assert c.attention == 1152 * 5050 and c.linear == 3_538_944 * 100
+    # Doubling the length: linear work doubles, attention work about quadruples.
+    c2 = A.block_cost(cfg, 200)
+    assert c2.linear == 2 * c.linear
+    assert c2.attention / c.attention == pytest.approx(200 * 201 / (100 * 101))
+    n = A.crossover_length(cfg)
+    assert A.block_cost(cfg, n).attention > A.block_cost(cfg, n).linear
+    assert A.block_cost(cfg, n - 1).attention <= A.block_cost(cfg, n - 1).linear
+    assert n == 6144
