@@ -85,6 +85,12 @@ def _copy_to_canon(key: str) -> None:
     st.session_state[_CANON + key] = st.session_state[key]
 
 
+def set_value(key: str, value: Any) -> None:
+    """Set a URL-bound control from code, e.g. in an on_click callback ("open this head"):
+    its widget shows the value (clamped as usual) from the next run on."""
+    st.session_state[_CANON + key] = value
+
+
 def _parse_number(raw: str, cast: Callable[[str], Any]):
     try:
         value = cast(raw.strip())
