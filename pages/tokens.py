@@ -1,5 +1,199 @@
-"""Lesson: tokens (placeholder until its lesson lands; see docs/PAGES.md)."""
+"""Lesson 1: tokens. Text -> integer ids: the prompt as chips, what tokens cost in English
+and Chinese, why letters are hard to count, special tokens and the chat template, and
+facts about the vocabulary read from the tokenizer itself."""
 
-from ui.lesson import coming_soon
+import pandas as pd
+import streamlit as st
 
-coming_soon("tokens")
+from lesson_model.analysis import tokenization as T
+from lesson_model.tokens import TokenizerView, bytes_as_text
+from ui import i18n, state, theme
+from ui.figures_tokens import (PARALLEL, chips_markdown, cost_figure, id_figure, length_histogram,
+                               letter_chips, split_lines, url_text)
+from ui.lesson import Lesson
+from ui.text import code_span, html_escape
+from ui.tokens import label, md_label
+
+CAP = 512            # tokens of the prompt shown as chips
+COMPARE_MAX = 300    # characters of the second text
+SPLIT_SHOWN = 6      # split characters listed under the chips
+
+page = Lesson("tokens")
+page.header()
+lm = page.model()
+text = state.prompt()
+tokens = page.tokens(lm, cap=CAP)
+counts = T.text_counts(lm, text)
+groups = T.character_groups(tokens, text)
+split = [g for g in groups if g.split]
+
+# --- 1. the prompt as tokens -----------------------------------------------------------------
+st.subheader(page.t("chips.title"), anchor=False)
+figure, controls = page.columns()
+with controls:
+    show_ids = state.url_bool("ids", page.t("chips.show_ids"), False, help=page.t("chips.show_ids_help"))
+    st.metric(page.t("count.chars"), f"{counts.chars:,}")
+    st.metric(page.t("count.bytes"), f"{counts.utf8_bytes:,}", help=page.t("count.bytes_help"))
+    st.metric(page.t("count.tokens"), f"{counts.tokens:,}")
+    st.metric(page.t("count.cpt"), f"{counts.chars_per_token:.2f}", help=page.t("count.cpt_help"))
+with figure:
+    with st.container(border=True, key="token_chips"):
+        st.markdown(chips_markdown(tokens, show_ids=show_ids))
+    st.caption(page.t("chips.legend"))
+    if split:
+        st.markdown(page.t("chips.split_intro", n=len(split)))
+        st.markdown("\n".join("- " + line for line in
+                              split_lines(split, lambda **f: page.t("chips.split_line", **f), SPLIT_SHOWN)))
+    theme.plot(id_figure(tokens[:64], page.t("ids.title"), page.t("ids.x"), page.t("ids.y"), lm.cfg.vocab_size,
+                         page.t("ids.hover")), key="token_ids", height=360)
+    st.caption(page.t("ids.caption"))
+
+with st.expander(page.t("table.title"), icon=":material/table:"):
+    char_of = {id(tok): g.text for g in groups for tok in g.tokens}
+    st.dataframe(pd.DataFrame({
+        page.t("table.pos"): range(len(tokens)),
+        page.t("table.piece"): [label(tok, 40) for tok in tokens],
+        page.t("table.id"): [tok.id for tok in tokens],
+        page.t("table.bytes"): [" ".join(f"{b:02X}" for b in tok.bytes) for tok in tokens],
+        page.t("table.chars"): [label(char_of.get(id(tok), ""), 40) for tok in tokens],
+    }), hide_index=True, width="stretch", height=min(400, 38 + 35 * len(tokens)))
+
+# --- 2. the same sentence in English and Chinese ------------------------------------------------
+st.subheader(page.t("cost.title"), anchor=False)
+page.prose("cost")
+series = [i18n.LANGS["en"], i18n.LANGS["zh-Hant"], i18n.LANGS["zh-Hans"]]
+parallel = [[T.text_counts(lm, s) for s in row] for row in PARALLEL]
+left, right = st.columns(2, gap="medium")
+with left:
+    theme.plot(cost_figure([(row[0], [c.tokens for c in cs]) for row, cs in zip(PARALLEL, parallel)], series,
+                           page.t("cost.chart_title"), page.t("cost.x"),
+                           [[page.t("cost.hover", text=html_escape(s), chars=c.chars) for s, c in zip(row, cs)]
+                            for row, cs in zip(PARALLEL, parallel)]),
+               key="cost_parallel", height=460)
+with right:
+    default_second = page.t("cost.second_default")
+    second = url_text("compare", page.t("cost.second_label"), default_second, max_chars=COMPARE_MAX,
+                      help=page.t("cost.second_help"))
+    mine = [counts, T.text_counts(lm, second)]
+    measures = [page.t("count.chars"), page.t("count.bytes"), page.t("count.tokens")]
+    theme.plot(cost_figure([(page.t("cost.yours"), [mine[0].chars, mine[0].utf8_bytes, mine[0].tokens]),
+                            (page.t("cost.second"), [mine[1].chars, mine[1].utf8_bytes, mine[1].tokens])],
+                           measures, page.t("cost.mine_title"), page.t("cost.mine_x")),
+               key="cost_mine", height=300)
+    if mine[1].tokens:
+        st.markdown(page.t("cost.mine_line", a=counts.tokens, b=mine[1].tokens,
+                           ca=f"{counts.chars_per_token:.2f}", cb=f"{mine[1].chars_per_token:.2f}"))
+
+# --- 3. strawberry ---------------------------------------------------------------------------
+st.subheader(page.t("letters.title"), anchor=False)
+page.prose("letters")
+figure, controls = page.columns()
+with controls:
+    word = url_text("word", page.t("letters.word"), "strawberry", max_chars=40).strip() or "strawberry"
+    letter = url_text("letter", page.t("letters.letter"), "r", max_chars=1).strip()[:1] or "r"
+variants = [("start", word), ("space", " " + word), ("capital", word[:1].upper() + word[1:])]
+with figure:
+    for kind, form in variants:
+        pieces = lm.tokenize(form)
+        found = T.letter_counts(pieces, letter)
+        st.markdown(page.t(f"letters.{kind}", form=md_label(form, 40), n=len(pieces),
+                           ids=", ".join(str(tok.id) for tok in pieces)))
+        st.markdown(letter_chips(pieces, [k for _, k in found]))
+true_count = word.lower().count(letter.lower())
+
+# --- 4. special tokens and the chat template ----------------------------------------------------
+st.subheader(page.t("chat.title"), anchor=False)
+page.prose("chat")
+rendered, chat_toks = T.chat_tokens(lm, text)
+left, right = st.columns(2, gap="medium")
+with left:
+    st.caption(page.t("chat.rendered"))
+    st.code(rendered, language=None, wrap_lines=True)
+with right:
+    st.caption(page.t("chat.as_tokens"))
+    with st.container(border=True, key="chat_chips"):
+        st.markdown(chips_markdown(chat_toks[:CAP], show_ids=show_ids))
+specials = [tok for tok in chat_toks if tok.special]
+eos = sorted(lm.eos_token_ids)
+
+# --- 5. the vocabulary ---------------------------------------------------------------------------
+st.subheader(page.t("vocab.title"), anchor=False)
+facts = T.vocabulary_facts(lm, n_longest=8)
+cols = st.columns(4)
+cols[0].metric(page.t("vocab.size"), f"{facts.size:,}")
+cols[1].metric(page.t("vocab.special"), f"{len(facts.special):,}")
+cols[2].metric(page.t("vocab.bytes"), f"{facts.n_single_bytes:,}", help=page.t("vocab.bytes_help"))
+cols[3].metric(page.t("vocab.merges"), f"{facts.n_merges:,}", help=page.t("vocab.merges_help"))
+
+
+def id_range(r) -> str:
+    return f"{r.first:,}–{r.last:,}" if r is not None else "—"
+
+
+st.markdown(page.t("vocab.ranges", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
+                   merged=id_range(facts.merged_range)))
+left, right = st.columns([3, 2], gap="medium")
+with left:
+    theme.plot(length_histogram(facts.length_counts, page.t("vocab.hist_title"), page.t("vocab.hist_x"),
+                                page.t("vocab.hist_y")),
+               key="vocab_lengths", height=360)
+with right:
+    tab_words, tab_longest, tab_merges, tab_special = st.tabs(
+        [page.t("vocab.tab_words"), page.t("vocab.tab_longest"), page.t("vocab.tab_merges"), page.t("vocab.tab_special")])
+    col_id, col_piece, col_bytes = page.t("table.id"), page.t("table.piece"), page.t("vocab.col_bytes")
+    tab_words.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest_words],
+                                      col_piece: [label(s, 40) for _, s, _ in facts.longest_words],
+                                      col_bytes: [n for _, _, n in facts.longest_words]}), hide_index=True, width="stretch")
+    tab_longest.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest],
+                                        col_piece: [label(s, 40) for _, s, _ in facts.longest],
+                                        col_bytes: [n for _, _, n in facts.longest]}), hide_index=True, width="stretch")
+    first_id = facts.merged_range.first if facts.merged_range else 0
+    tab_merges.dataframe(pd.DataFrame({page.t("vocab.col_rank"): range(len(facts.first_merges)),
+                                       page.t("vocab.col_pair"): [f"{label(a)} + {label(b)}" for a, b in facts.first_merges],
+                                       col_id: [first_id + r for r in range(len(facts.first_merges))]}),
+                         hide_index=True, width="stretch")
+    tab_special.dataframe(pd.DataFrame({col_id: [i for i, _ in facts.special], col_piece: [s for _, s in facts.special]}),
+                          hide_index=True, width="stretch")
+
+# --- what to notice ---------------------------------------------------------------------------
+notes = [page.t("notice.counts", chars=f"{counts.chars:,}", bytes=f"{counts.utf8_bytes:,}",
+                tokens=f"{counts.tokens:,}", cpt=f"{counts.chars_per_token:.2f}")]
+if split:
+    g = split[0]
+    notes.append(page.t("notice.split", n=len(split), char=code_span(label(g.text, 8)),
+                        pieces=" + ".join(code_span(tok.text) for tok in g.tokens)))
+else:
+    notes.append(page.t("notice.no_split"))
+ordinary = [tok for tok in tokens if not tok.special]
+if ordinary:
+    longest = max(ordinary, key=lambda tok: (len(tok.bytes), -tok.id))
+    low, high = min(ordinary, key=lambda tok: tok.id), max(ordinary, key=lambda tok: tok.id)
+    notes.append(page.t("notice.longest", token=md_label(longest, 30), n=len(longest.bytes)))
+    notes.append(page.t("notice.ids", low=md_label(low), low_id=f"{low.id:,}", high=md_label(high), high_id=f"{high.id:,}"))
+digits = [tok for tok in tokens if tok.text.strip().isdigit()]
+if digits:
+    notes.append(page.t("notice.digits", n=len(digits)))
+en_total = sum(cs[0].tokens for cs in parallel)
+hant_total, hans_total = sum(cs[1].tokens for cs in parallel), sum(cs[2].tokens for cs in parallel)
+notes.append(page.t("notice.cost", en=en_total, hant=hant_total, hans=hans_total,
+                    ratio=f"{hant_total / en_total:.1f}", n=len(PARALLEL)))
+notes.append(page.t("notice.letters", word=md_label(word, 30), letter=code_span(letter), count=true_count,
+                    pieces=" ".join(md_label(tok, 30) for tok in lm.tokenize(" " + word))))
+notes.append(page.t("notice.chat", n=len(tokens), m=len(chat_toks), specials=len(specials),
+                    eos=", ".join(code_span(lm.token_text(i)) for i in eos) or "—"))
+page.notice(notes)
+page.try_this()
+
+# --- the math: BPE, one merge at a time, on the chosen word ------------------------------------
+steps = T.bpe_merge_steps(lm, " " + word)
+example = ""
+if len(steps) > 1:
+    rows = [page.t("math_row", step=n, pieces=" · ".join(code_span(label(p)) for p in s.pieces),
+                   pair=code_span(label(s.merged[0]) + "+" + label(s.merged[1])), rank=f"{s.rank:,}")
+            for n, s in enumerate(steps) if s.merged]
+    example = page.t("math_example", word=md_label(" " + word, 30), n_bytes=len((" " + word).encode("utf-8")),
+                     start=" · ".join(code_span(label(p)) for p in steps[0].pieces[:40])) + "\n\n" + "\n".join(rows)
+example += "\n\n" + page.t("math_vocab", special=len(facts.special), bytes=facts.n_single_bytes,
+                           merges=f"{facts.n_merges:,}", size=f"{facts.size:,}")
+page.math(example)
+page.code(T.bpe_merge_steps, TokenizerView.token_bytes, bytes_as_text, T.character_groups)

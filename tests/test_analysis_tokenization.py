@@ -91,3 +91,31 @@ def test_vocabulary_facts_on_a_tiny_tokenizer(tiny):
 def test_single_token_id(smollm2):
     assert T.single_token_id(smollm2, " king") == smollm2.encode(" king")[0]
     assert T.single_token_id(smollm2, "strawberry") is None
+
+
+@pytest.mark.parametrize("word", ["strawberry", " strawberry", " tokenization", " unbelievable", "猫", " the",
+                                  " antidisestablishmentarianism", "2024"[:1], " naïve"])
+def test_bpe_merge_steps_end_in_the_tokenizers_tokens(smollm2, word):
+    steps = T.bpe_merge_steps(smollm2, word)
+    assert steps[0].merged is None and steps[0].rank is None
+    assert len(steps[0].pieces) == len(word.encode("utf-8"))                    # one piece per byte
+    assert list(steps[-1].pieces) == [t.text for t in smollm2.tokenize(word)]   # same result as the tokenizer
+    for before, after in zip(steps, steps[1:]):
+        assert len(after.pieces) == len(before.pieces) - 1                        # each step joins one pair
+
+
+def test_merge_rank_is_the_id_offset(smollm2):
+    """Id 252 + n is the piece made by merge rule n (what the page's id chart says)."""
+    f = T.vocabulary_facts(smollm2)
+    steps = T.bpe_merge_steps(smollm2, " strawberry")
+    for s in steps[1:]:
+        joined = "".join(s.merged)
+        assert smollm2.encode(joined) == [f.merged_range.first + s.rank]
+    last = steps[-1]
+    assert smollm2.encode(" strawberry") == [f.merged_range.first + last.rank]
+
+
+def test_letter_counts_ignore_byte_pieces(smollm2):
+    text = "猫e"
+    counts = T.letter_counts(smollm2.tokenize(text), "e")
+    assert sum(n for _, n in counts) == 1      # "<E7>" shows an E but holds no letter e

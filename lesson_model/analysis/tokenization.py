@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import weakref
+from collections import Counter
 from dataclasses import dataclass
 from dataclasses import replace
 
@@ -109,7 +110,8 @@ def letter_counts(tokens: list[Token], letter: str) -> list[tuple[Token, int]]:
     The model never sees these counts: it sees one id per token, not the letters inside.
     """
     letter = letter.lower()
-    return [(tok, tok.text.lower().count(letter) if not tok.special else 0) for tok in tokens]
+    return [(tok, 0 if tok.special else tok.bytes.decode("utf-8", errors="ignore").lower().count(letter))
+            for tok in tokens]
 
 
 def chat_tokens(lm, user_text: str, system: str | None = None) -> tuple[str, list[Token]]:
@@ -149,6 +151,7 @@ class VocabularyFacts:
     first_merges: tuple[tuple[str, str], ...]   # the first merge rules learned (display text)
     longest: tuple[tuple[int, str, int], ...]   # (id, text, bytes) of the longest entries
     longest_words: tuple[tuple[int, str, int], ...]   # longest entries made of letters only
+    length_counts: tuple[tuple[int, int], ...]  # (length in bytes, how many entries) for every length
 
 
 def _contiguous(ids: list[int]) -> IdRange | None:
@@ -207,6 +210,7 @@ def vocabulary_facts(lm, n_longest: int = 8) -> VocabularyFacts:
         first_merges=tuple((shown(a), shown(b)) for a, b in merges[:keep]),
         longest=tuple((i, bytes_as_text(pieces[i]), len(pieces[i])) for i in by_length[:keep]),
         longest_words=tuple((i, bytes_as_text(pieces[i]), len(pieces[i])) for i in words[:keep]),
+        length_counts=tuple(sorted(Counter(len(pieces[i]) for i in ordinary).items())),
     )
     with _FACTS_LOCK:
         _FACTS[lm] = facts
@@ -224,3 +228,64 @@ def single_token_id(lm, text: str) -> int | None:
     if lm.tokenizer.bos_id is not None and ids and ids[0] == lm.tokenizer.bos_id:
         ids = ids[1:]
     return ids[0] if len(ids) == 1 else None
+
+
+# --------------------------------------------------------------------------- BPE, one merge at a time
+
+@dataclass(frozen=True)
+class MergeStep:
+    pieces: tuple[str, ...]        # the word's pieces after this step (display text)
+    merged: tuple[str, str] | None  # the pair joined in this step (None for the starting bytes)
+    rank: int | None               # the merge rule's rank: 0 = learned first
+
+
+_RANKS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _merge_ranks(lm) -> dict[tuple[str, str], int]:
+    with _FACTS_LOCK:
+        ranks = _RANKS.get(lm)
+        if ranks is None:
+            ranks = {pair: r for r, pair in enumerate(_merges(lm.tokenizer.tokenizer))}
+            _RANKS[lm] = ranks
+        return ranks
+
+
+def _to_symbols(data: bytes) -> list[str]:
+    """Bytes in the byte-level BPE stand-in alphabet ("Ġ" for a space...)."""
+    table = {b: c for c, b in byte_decoder().items()}
+    return [table[b] for b in data]
+
+
+def _shown(symbol: str) -> str:
+    table = byte_decoder()
+    return bytes_as_text(bytes(table[c] for c in symbol))
+
+
+def bpe_merge_steps(lm, word: str, max_steps: int = 64) -> list[MergeStep]:
+    """Byte-level BPE on one word, the way the tokenizer does it: start from its bytes and
+    repeatedly join the adjacent pair whose merge rule was learned earliest.
+
+    ``word`` should be a single pre-token (a word with at most one leading space, no inner
+    spaces or punctuation breaks); the last step's pieces are then exactly the tokenizer's
+    tokens. Returns [] when the tokenizer is not byte-level BPE.
+    """
+    if not lm.tokenizer.byte_level:
+        return []
+    ranks = _merge_ranks(lm)
+    if not ranks:
+        return []
+    symbols = _to_symbols(word.encode("utf-8"))
+    steps = [MergeStep(tuple(_shown(s) for s in symbols), None, None)]
+    while len(symbols) > 1 and len(steps) <= max_steps:
+        best, best_rank = None, None
+        for i in range(len(symbols) - 1):
+            r = ranks.get((symbols[i], symbols[i + 1]))
+            if r is not None and (best_rank is None or r < best_rank):
+                best, best_rank = i, r
+        if best is None:
+            break
+        pair = (symbols[best], symbols[best + 1])
+        symbols = symbols[:best] + [pair[0] + pair[1]] + symbols[best + 2:]
+        steps.append(MergeStep(tuple(_shown(s) for s in symbols), (_shown(pair[0]), _shown(pair[1])), best_rank))
+    return steps

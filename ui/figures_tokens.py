@@ -1,0 +1,159 @@
+"""Figures and widgets for lesson 1 (tokens): token chips, cost comparison, vocabulary charts.
+
+Every visible word comes in as an argument (translated by the page); token text is
+escaped here for where it goes (Markdown chips, plotly labels).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import plotly.graph_objects as go
+import streamlit as st
+
+from lesson_model.analysis.tokenization import CharacterGroup
+from ui import state, theme
+from ui.text import code_span, md_escape, shorten
+from ui.tokens import label, plot_label
+
+# A fixed parallel corpus: the same sentence in English, Traditional and Simplified Chinese.
+# These are data measured by the tokens lesson (shown identically in every UI language),
+# not interface text.
+PARALLEL: list[tuple[str, str, str]] = [
+    ("The cat sat on the mat.", "貓坐在墊子上。", "猫坐在垫子上。"),
+    ("I would like a cup of hot tea, please.", "請給我一杯熱茶。", "请给我一杯热茶。"),
+    ("Machine learning is changing the world.", "機器學習正在改變世界。", "机器学习正在改变世界。"),
+    ("The weather is nice today, so we are going to the park.", "今天天氣很好，所以我們要去公園。", "今天天气很好，所以我们要去公园。"),
+    ("Language models read tokens, not letters.", "語言模型讀的是詞元，不是字母。", "语言模型读的是词元，不是字母。"),
+]
+
+CHIP_COLOURS = ("blue", "orange")     # alternate, so neighbouring tokens stand apart (colour-blind safe pair)
+BYTE_COLOUR = "gray"                  # a piece of a character's UTF-8 bytes
+SPECIAL_COLOUR = "violet"             # <|im_start|> and friends
+CHIP_LIMIT = 24                       # characters of one chip before it is shortened
+
+
+# --------------------------------------------------------------------------- chips
+
+def chip(text: str, colour: str, token_id: int | None = None) -> str:
+    """One token as a Markdown background chip, its text escaped; the id after it in grey."""
+    body = md_escape(label(text, CHIP_LIMIT))
+    if token_id is not None:
+        body += f" :gray[{token_id}]"
+    return f":{colour}-background[{body}]"
+
+
+def chips_markdown(tokens: Sequence, show_ids: bool = False, start: int = 0) -> str:
+    """The tokens as chips separated by spaces, with a line break after a token that holds a
+    newline (so the chips keep the text's lines). ``start`` picks the colour phase."""
+    parts: list[str] = []
+    for n, tok in enumerate(tokens):
+        if tok.special:
+            colour = SPECIAL_COLOUR
+        elif tok.is_partial:
+            colour = BYTE_COLOUR
+        else:
+            colour = CHIP_COLOURS[(n + start) % 2]
+        parts.append(chip(tok.text, colour, tok.id if show_ids else None))
+        parts.append("  \n" if "\n" in tok.text else " ")
+    return "".join(parts).rstrip()
+
+
+def split_lines(groups: Sequence[CharacterGroup], template: Callable[..., str], limit: int = 12) -> list[str]:
+    """Markdown lines "猫 = <E7> + <8C> + <AB>" for characters spread over byte tokens."""
+    lines = []
+    for g in groups[:limit]:
+        pieces = " + ".join(code_span(tok.text) for tok in g.tokens)
+        lines.append(template(char=code_span(label(g.text, 8)), pieces=pieces,
+                              n=len(g.tokens), bytes=len(g.text.encode("utf-8"))))
+    return lines
+
+
+def letter_chips(tokens: Sequence, counts: Sequence[int]) -> str:
+    """Chips for a word's pieces, each followed by how many times the letter is inside it."""
+    parts = []
+    for n, (tok, k) in enumerate(zip(tokens, counts)):
+        parts.append(chip(tok.text, CHIP_COLOURS[n % 2]) + f" **×{k}**")
+    return " ".join(parts)
+
+
+# --------------------------------------------------------------------------- charts
+
+def cost_figure(rows: Sequence[tuple[str, Sequence[int]]], series: Sequence[str], title: str,
+                x_title: str, hover: Sequence[Sequence[str]] | None = None) -> go.Figure:
+    """Grouped horizontal bars: one group per row (a text), one bar per series.
+
+    rows: (row label, value per series); hover: optional extra hover text per row per series.
+    """
+    fig = go.Figure()
+    labels = [html_label(r[0]) for r in rows]
+    for s, name in enumerate(series):
+        values = [r[1][s] for r in rows]
+        extra = [h[s] for h in hover] if hover is not None else [""] * len(rows)
+        fig.add_bar(
+            y=labels, x=values, name=name, orientation="h", marker_color=theme.OKABE_ITO[s],
+            text=[f"{v:,}" for v in values], textposition="outside", cliponaxis=False,
+            customdata=extra, hovertemplate="%{y}<br>%{x:,} %{customdata}<extra>" + html_label(name) + "</extra>",
+        )
+    fig.update_layout(barmode="group", title=title, bargap=0.25, bargroupgap=0.05,
+                      legend=dict(traceorder="normal"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    top = max((max(r[1]) for r in rows), default=1)
+    fig.update_xaxes(title=x_title, range=[0, top * 1.15 + 1])
+    return fig
+
+
+def html_label(text: str, limit: int = 28) -> str:
+    return plot_label(text, limit)
+
+
+def length_histogram(length_counts: Sequence[tuple[int, int]], title: str, x_title: str, y_title: str,
+                     marks: Sequence[tuple[int, str]] = ()) -> go.Figure:
+    """How many vocabulary entries have each length in bytes (log count axis)."""
+    xs = [n for n, _ in length_counts]
+    fig = go.Figure(go.Bar(x=xs, y=[c for _, c in length_counts], marker_color=theme.OKABE_ITO[0],
+                           hovertemplate="%{x} B: %{y:,}<extra></extra>"))
+    for x, text in marks:
+        fig.add_annotation(x=x, y=0, yref="paper", text=text, showarrow=True, arrowhead=2, ax=0, ay=-40,
+                           font=dict(size=theme.FONT_SIZE - 3))
+    fig.update_layout(title=title, bargap=0.1)
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title=y_title, type="log")
+    return fig
+
+
+def id_figure(tokens: Sequence, title: str, x_title: str, y_title: str, vocab_size: int,
+              hover_id: str) -> go.Figure:
+    """The id of each prompt token (log axis): low ids are the merges learned first."""
+    from ui.tokens import axis_labels
+    labels = axis_labels(tokens, 12)
+    ids = [max(tok.id, 1) for tok in tokens]
+    colours = [theme.OKABE_ITO[5] if tok.special else theme.OKABE_ITO[7] if tok.is_partial else theme.OKABE_ITO[0]
+               for tok in tokens]
+    fig = go.Figure(go.Bar(x=labels, y=ids, marker_color=colours, customdata=[tok.id for tok in tokens],
+                           hovertemplate="%{x}<br>" + hover_id + " %{customdata}<extra></extra>"))
+    fig.update_layout(title=title)
+    fig.update_xaxes(title=x_title, type="category", tickangle=-45 if len(tokens) > 12 else 0)
+    fig.update_yaxes(title=y_title, type="log", range=[0, 4.75])   # 1 .. ~56,000 covers the vocabulary
+    return fig
+
+
+# --------------------------------------------------------------------------- a URL-bound text box
+
+def url_text(key: str, label_text: str, default: str, *, max_chars: int = 60, help: str | None = None,
+             container=None) -> str:
+    """A short text input bound to ``?key=`` like ui.state's controls (a word to look up).
+
+    A value from the link longer than ``max_chars`` is cut, with the state's visible note.
+    """
+    container = container or st
+
+    def parse(raw: str):
+        if len(raw) > max_chars:
+            return raw[:max_chars], state._note(key, raw, "state.ignored", value=shorten(raw[:max_chars], 20))
+        return raw, None
+
+    def render(**cb):
+        container.text_input(label_text, key=key, max_chars=max_chars, help=help, **cb)
+
+    return state._bound(key, default, parse, lambda v: str(v)[:max_chars], render, str, container)
