@@ -141,7 +141,7 @@ def id_figure(tokens: Sequence, title: str, x_title: str, y_title: str, vocab_si
 # --------------------------------------------------------------------------- a URL-bound text box
 
 def url_text(key: str, label_text: str, default: str, *, max_chars: int = 60, help: str | None = None,
-             container=None) -> str:
+             placeholder: str | None = None, container=None) -> str:
     """A short text input bound to ``?key=`` like ui.state's controls (a word to look up).
 
     A value from the link longer than ``max_chars`` is cut, with the state's visible note.
@@ -154,6 +154,6 @@ def url_text(key: str, label_text: str, default: str, *, max_chars: int = 60, he
         return raw, None
 
     def render(**cb):
-        container.text_input(label_text, key=key, max_chars=max_chars, help=help, **cb)
+        container.text_input(label_text, key=key, max_chars=max_chars, help=help, placeholder=placeholder, **cb)
 
     return state._bound(key, default, parse, lambda v: str(v)[:max_chars], render, str, container)

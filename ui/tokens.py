@@ -3,6 +3,7 @@ escaped for where they go, and made unique for plotly's category axes."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -10,10 +11,14 @@ from ui.text import code_span, html_escape, md_escape, shorten
 
 VISIBLE = {" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"}
 LABEL_LIMIT = 16
+BYTE_PIECE = re.compile(r"^<[0-9A-F]{2}( [0-9A-F]{2})*>$")   # lesson_model's form for split characters
 
 
 def visible(text: str) -> str:
-    """Whitespace and control characters as visible marks ("·" space, "↵" newline)."""
+    """Whitespace and control characters as visible marks ("·" space, "↵" newline); a byte
+    piece such as "<E5 A4>" stays as it is."""
+    if BYTE_PIECE.match(text):
+        return text
     out = []
     for ch in text:
         if ch in VISIBLE:

@@ -1,0 +1,57 @@
+"""Every page (placeholder or lesson) runs without an exception, in every language, with
+the default prompt, an empty one, a very long one, odd Unicode, and malformed URL values.
+
+Generic over ui.nav.PAGES, so lesson pages are covered as soon as they land.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from ui import i18n, nav
+
+pytestmark = pytest.mark.slow
+
+LANGS = list(i18n.LANGS)
+LONG = "The quick brown fox jumps over the lazy dog, and then it naps. " * 40      # > 2000 chars
+ODD = ("🐱‍👤 naïve café — 貓咪喜歡魚 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 e\u0301 \u200b\t\n  <img src=x onerror=alert(1)> "
+       "**bold** [link](http://x) $x^2$ :red[red] `code` \\ 😀👍🏽")
+PROMPTS = {"empty": "", "long": LONG, "odd": ODD, "whitespace": " \n\t "}
+BAD_LANG = "klingon"
+BAD_PARAMS = {
+    "layer": "999", "head": "-5", "pos": "abc", "top": "1e9", "temperature": "nan",
+    "top_k": "-1", "top_p": "2", "seed": "x", "mode": "<script>", "step": "99999", "neuron": "huge",
+    "token": "", "steps": "inf", "unknown": "1",
+}
+
+
+def errors(at) -> list[str]:
+    return [e.value for e in at.exception]
+
+
+def url_value(at, key: str) -> str | None:
+    """The app's URL parameter after the run (AppTest keeps a str or a list of them)."""
+    value = at.query_params.get(key)
+    return value[-1] if isinstance(value, list) else value
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("page", nav.PAGES)
+def test_page_runs_in_every_language(open_page, page, lang):
+    at = open_page(page, lang=lang)
+    assert not errors(at)
+    assert at.title[0].value == i18n.catalog(lang)[f"nav.{page}"]
+
+
+@pytest.mark.parametrize("case", list(PROMPTS))
+@pytest.mark.parametrize("page", nav.PAGES)
+def test_page_survives_odd_prompts(open_page, page, case):
+    at = open_page(page, lang="zh-Hant" if case == "odd" else "en", prompt=PROMPTS[case])
+    assert not errors(at)
+
+
+@pytest.mark.parametrize("page", nav.PAGES)
+def test_page_survives_bad_url_values(open_page, page):
+    at = open_page(page, lang=BAD_LANG, params=BAD_PARAMS)
+    assert not errors(at)
+    assert url_value(at, "lang") == "en"

@@ -1,0 +1,83 @@
+"""Unit tests of the ui helpers that need no model: labels, escaping, languages, the run cache."""
+
+from __future__ import annotations
+
+import torch
+
+from ui.i18n import lang_from_locale, parse_lang, placeholders
+from ui.model import CachedRun, RunCache
+from ui.text import code_span, md_escape
+from ui.tokens import axis_labels, label, md_label, plot_label, visible
+
+
+def test_whitespace_is_made_visible():
+    assert visible(" the\n\tx\r") == "·the↵⇥x␍"
+    assert visible("a\x00b\u200b") == "a\\x00b\\u200b"
+    assert visible("") == "∅"
+
+
+def test_labels_are_shortened_and_keep_byte_pieces():
+    assert label("<E5 A4>") == "<E5 A4>"
+    assert label("x" * 40) == "x" * 15 + "…"
+
+
+def test_axis_labels_are_unique_and_escaped():
+    labels = axis_labels([" cat", " sat", " cat", "<b>", "<b>"])
+    assert labels == ["·cat (0)", "·sat", "·cat (2)", "&lt;b&gt; (3)", "&lt;b&gt; (4)"]
+    assert len(set(labels)) == len(labels)
+
+
+def test_plot_label_escapes_html():
+    assert plot_label('<img src=x onerror="alert(1)">') == "&lt;img·src=x·oner…"
+    assert "<" not in plot_label("<a href='javascript:x'>")
+
+
+def test_markdown_escaping():
+    text = "**b** [l](u) $x$ :red[r] <img> # h"
+    escaped = md_escape(text)
+    assert "\\*\\*b\\*\\*" in escaped and "\\[l\\]\\(u\\)" in escaped and "\\$x\\$" in escaped
+    assert "\\<img\\>" in escaped and "\\:red\\[r\\]" in escaped
+    assert "\n" not in md_escape("a\nb")
+
+
+def test_code_span_survives_backticks():
+    assert code_span("a") == "`a`"
+    assert code_span("a`b") == "``a`b``"
+    assert code_span("`x") == "`` `x ``"
+    assert md_label(" hi") == "`·hi`"
+
+
+def test_languages_from_locale_and_url():
+    assert lang_from_locale("zh-TW") == lang_from_locale("zh-HK") == lang_from_locale("zh-Hant-TW") == "zh-Hant"
+    assert lang_from_locale("zh-CN") == lang_from_locale("zh_SG") == lang_from_locale("zh") == "zh-Hans"
+    assert lang_from_locale("en-US") == lang_from_locale("fr") == lang_from_locale(None) == "en"
+    assert parse_lang("ZH-hant") == "zh-Hant" and parse_lang("zh-tw") == "zh-Hant" and parse_lang("zh-CN") == "zh-Hans"
+    assert parse_lang("klingon") is None
+
+
+def test_placeholders():
+    assert placeholders("{n} tokens, {p:.0%} and {{literal}}") == {"n", "p"}
+
+
+def _run(n_bytes: int) -> CachedRun:
+    return CachedRun(ids=(1,), last_logits=torch.zeros(n_bytes // 4), logits=None)
+
+
+def test_run_cache_is_bounded_by_bytes_and_lru():
+    cache = RunCache(budget_bytes=1000)
+    calls = []
+
+    def compute(n):
+        calls.append(n)
+        return _run(400)
+
+    cache.get_or_run("a", lambda: compute("a"))
+    cache.get_or_run("b", lambda: compute("b"))
+    cache.get_or_run("a", lambda: compute("a"))          # hit: "a" becomes most recent
+    cache.get_or_run("c", lambda: compute("c"))          # evicts "b", the least recent
+    assert calls == ["a", "b", "c"] and len(cache) == 2 and cache.nbytes == 800
+    cache.get_or_run("a", lambda: compute("a"))
+    cache.get_or_run("b", lambda: compute("b"))
+    assert calls == ["a", "b", "c", "b"]
+    cache.get_or_run("huge", lambda: _run(4000))        # larger than the budget: not kept
+    assert "huge" not in cache._items and cache.nbytes <= 1000

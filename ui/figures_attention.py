@@ -1,0 +1,205 @@
+"""Figures for the attention lesson (pages/attention.py). Each builder takes plain numbers,
+already-escaped token labels and ``tr`` (the page's translation function), and returns a
+plotly Figure; the page draws it with ui.theme.plot."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ui import theme
+
+Tr = Callable[..., str]
+GREY = "#9ca3af"
+QUERY_COLOUR = theme.OKABE_ITO[3]      # vermillion: the query token, everywhere on the page
+KEY_COLOUR = theme.OKABE_ITO[0]        # blue: keys, scores, weights
+SCALE_OFF_COLOUR = theme.OKABE_ITO[1]  # orange: the what-if without the scale
+
+
+def _vec_hover(tr: Tr) -> str:
+    return f"%{{y}} · {tr('fig.dim_word')} %{{x}}: %{{z:.3f}}<extra></extra>"
+
+
+def _cost_hover(tr: Tr) -> str:
+    return f"{tr('fig.length_axis')}: %{{x:,}}<br>%{{y:.2f}} {tr('fig.billion')}<extra></extra>"
+
+
+def _row_height(n: int, per_row: int = 26, base: int = 140) -> int:
+    return base + per_row * n
+
+
+def qk_figure(q: Sequence[float], keys: Sequence[Sequence[float]], key_labels: list[str],
+              query_label: str, tr: Tr) -> go.Figure:
+    """Step 1: the query vector above the key vectors it is compared with (each a row of
+    d_head numbers after RoPE), on one diverging colour scale."""
+    n, d = len(keys), len(q)
+    bound = max(max(abs(float(v)) for v in q), max(abs(float(v)) for row in keys for v in row)) or 1.0
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06,
+                        row_heights=[1.4 / (n + 1.4), n / (n + 1.4)])
+    common = dict(colorscale=theme.DIVERGING, zmid=0, zmin=-bound, zmax=bound, xgap=0, ygap=1)
+    fig.add_trace(go.Heatmap(z=[list(map(float, q))], x=list(range(d)), y=[query_label], showscale=False,
+                             hovertemplate=_vec_hover(tr), **common), 1, 1)
+    fig.add_trace(go.Heatmap(z=[list(map(float, row)) for row in keys], x=list(range(d)), y=key_labels,
+                             colorbar=dict(title=dict(text=tr("fig.value"), side="right"), thickness=14),
+                             hovertemplate=_vec_hover(tr), **common), 2, 1)
+    fig.update_yaxes(type="category", autorange="reversed", row=2, col=1, title=tr("fig.keys_axis"))
+    fig.update_yaxes(type="category", row=1, col=1, title=tr("fig.query_axis"), tickfont=dict(color=QUERY_COLOUR))
+    fig.update_xaxes(title=tr("fig.dim_axis", d=d), row=2, col=1)
+    fig.update_layout(title=tr("fig.qk_title"))
+    return fig
+
+
+def score_steps_figure(raw: Sequence[float], scaled: Sequence[float], weights: Sequence[float],
+                       labels: list[str], query: int, d_head: int, tr: Tr) -> go.Figure:
+    """Steps 2-5 on one shared token axis: q . k, divided by sqrt(d_head), the causal mask,
+    softmax. Positions after the query are shown as masked (no bar, a "-inf" mark)."""
+    n = len(labels)
+    allowed = list(range(query + 1))
+    future = list(range(query + 1, n))
+    titles = [tr("fig.step_raw"), tr("fig.step_scaled", s=f"{d_head ** 0.5:g}"),
+              tr("fig.step_masked"), tr("fig.step_softmax")]
+    fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.07, subplot_titles=titles)
+    x_allowed = [labels[i] for i in allowed]
+    bars = [
+        (1, [float(raw[i]) for i in range(n)], labels, ".2f"),
+        (2, [float(scaled[i]) for i in range(n)], labels, ".2f"),
+        (3, [float(scaled[i]) for i in allowed], x_allowed, ".2f"),
+        (4, [float(weights[i]) for i in allowed], x_allowed, ".1%"),
+    ]
+    for row, values, xs, fmt in bars:
+        colours = [QUERY_COLOUR if x == labels[query] else KEY_COLOUR for x in xs]
+        if row <= 2:
+            colours = [GREY if i > query else c for i, c in enumerate(colours)]
+        fig.add_trace(go.Bar(x=xs, y=values, marker_color=colours, showlegend=False,
+                             text=[format(v, fmt) for v in values] if row == 4 else None,
+                             textposition="outside", cliponaxis=False,
+                             hovertemplate=f"%{{x}}: %{{y:{fmt}}}<extra></extra>"), row, 1)
+    if future:
+        fig.add_trace(go.Scatter(x=[labels[i] for i in future], y=[0] * len(future), mode="text",
+                                 text=["−∞"] * len(future), textfont=dict(color=GREY, size=16),
+                                 showlegend=False, hovertemplate=tr("fig.masked_hover") + "<extra></extra>"), 3, 1)
+    top = max(float(weights[i]) for i in allowed)
+    fig.update_yaxes(range=[0, min(1.0, top) * 1.25 + 0.02], row=4, col=1, tickformat=".0%")
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, tickangle=-45 if n > 12 else 0)
+    fig.update_xaxes(title=tr("fig.keys_axis"), row=4, col=1)
+    return fig
+
+
+def weighted_sum_figure(weighted: Sequence[Sequence[float]], z: Sequence[float], key_labels: list[str],
+                        weights: Sequence[float], tr: Tr) -> go.Figure:
+    """Step 6: each visible value vector times its weight, and their sum z (the head's
+    output at the query)."""
+    rows = [list(map(float, r)) for r in weighted] + [list(map(float, z))]
+    ys = [f"{lab} × {float(w):.0%}" for lab, w in zip(key_labels, weights)] + [tr("fig.z_row")]
+    bound = max(abs(v) for r in rows for v in r) or 1.0
+    d = len(z)
+    fig = go.Figure(go.Heatmap(z=rows, x=list(range(d)), y=ys, colorscale=theme.DIVERGING, zmid=0,
+                               zmin=-bound, zmax=bound, ygap=1,
+                               colorbar=dict(title=dict(text=tr("fig.value"), side="right"), thickness=14),
+                               hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>"))
+    fig.add_hline(y=len(ys) - 1.5, line=dict(color="#1f2937", width=2))
+    fig.update_yaxes(type="category", autorange="reversed", title=tr("fig.weighted_axis"))
+    fig.update_xaxes(title=tr("fig.dim_axis", d=d))
+    fig.update_layout(title=tr("fig.sum_title"))
+    return fig
+
+
+def pattern_figure(pattern: Sequence[Sequence[float]], labels: list[str], query: int, title: str,
+                   tr: Tr) -> go.Figure:
+    """The whole pattern of one head: query (rows) x key (columns), the chosen query's row
+    outlined. The upper triangle is empty: the causal mask."""
+    n = len(labels)
+    z = [[float(pattern[i][j]) if j <= i else None for j in range(n)] for i in range(n)]
+    fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1,
+                               colorbar=dict(title=dict(text=tr("fig.weight"), side="right"), tickformat=".0%",
+                                             thickness=14),
+                               hovertemplate=(f"{tr('fig.queries_axis')}: %{{y}}<br>{tr('fig.keys_axis')}: %{{x}}<br>"
+                                              f"{tr('fig.weight')}: %{{z:.1%}}<extra></extra>")))
+    fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=query - 0.5, y1=query + 0.5,
+                  line=dict(color=QUERY_COLOUR, width=3))
+    fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if n > 10 else 0)
+    fig.update_yaxes(type="category", autorange="reversed", title=tr("fig.queries_axis"))
+    fig.update_layout(title=title)
+    return fig
+
+
+LINES_WINDOW = 40
+
+
+def lines_figure(weights: Sequence[float], labels: list[str], query: int, tr: Tr) -> tuple[go.Figure, int]:
+    """The query (left) with a line to every earlier token (right), thicker and darker for
+    more weight. Shows the last LINES_WINDOW keys up to the query; returns (figure, first
+    key shown)."""
+    first = max(0, query - LINES_WINDOW + 1)
+    keys = list(range(first, query + 1))
+    fig = go.Figure()
+    for j in keys:
+        w = float(weights[j])
+        if w < 0.005:
+            continue
+        fig.add_trace(go.Scatter(x=[0, 1], y=[query, j], mode="lines", showlegend=False,
+                                 line=dict(color=KEY_COLOUR, width=1 + 14 * w),
+                                 opacity=min(1.0, 0.25 + w), hoverinfo="skip"))
+    fig.add_trace(go.Scatter(
+        x=[1] * len(keys), y=keys, mode="text", text=[f"{labels[j]}  {float(weights[j]):.0%}" for j in keys],
+        textposition="middle right", showlegend=False, textfont=dict(size=15),
+        hovertemplate="%{text}<extra></extra>"))
+    fig.add_trace(go.Scatter(x=[0], y=[query], mode="text", text=[labels[query]], textposition="middle left",
+                             textfont=dict(size=16, color=QUERY_COLOUR), showlegend=False, hoverinfo="skip"))
+    fig.update_xaxes(visible=False, range=[-0.9, 2.0])
+    fig.update_yaxes(visible=False, range=[query + 0.8, first - 0.8])
+    fig.update_layout(title=tr("fig.lines_title"), height=_row_height(len(keys), 24, 120))
+    return fig, first
+
+
+def scale_figure(w_scaled: Sequence[float], w_unscaled: Sequence[float], labels: list[str], query: int,
+                 d_head: int, tr: Tr) -> go.Figure:
+    """The same scores through softmax with and without the division by sqrt(d_head)."""
+    xs = labels[: query + 1]
+    fig = go.Figure()
+    fig.add_bar(x=xs, y=[float(w) for w in w_scaled[: query + 1]], name=tr("fig.with_scale", s=f"{d_head ** 0.5:g}"),
+                marker_color=KEY_COLOUR, hovertemplate="%{x}: %{y:.1%}<extra></extra>")
+    fig.add_bar(x=xs, y=[float(w) for w in w_unscaled[: query + 1]], name=tr("fig.without_scale"),
+                marker_color=SCALE_OFF_COLOUR, marker_pattern_shape="/",
+                hovertemplate="%{x}: %{y:.1%}<extra></extra>")
+    fig.update_layout(barmode="group", title=tr("fig.scale_title"), legend=dict(orientation="h", y=1.02, x=0,
+                                                                               yanchor="bottom"))
+    fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, 1.05])
+    fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if len(xs) > 12 else 0)
+    return fig
+
+
+def search_figure(hits: Sequence, tr: Tr, title: str) -> go.Figure:
+    """The heads with the most attention from one token to another, strongest on top."""
+    names = [tr("fig.head_name", layer=h.layer, head=h.head) for h in hits]
+    fig = go.Figure(go.Bar(x=[h.weight for h in hits], y=names, orientation="h", marker_color=KEY_COLOUR,
+                           text=[f"{h.weight:.0%}" for h in hits], textposition="outside", cliponaxis=False,
+                           hovertemplate="%{y}: %{x:.1%}<extra></extra>"))
+    fig.update_yaxes(type="category", autorange="reversed", title=tr("fig.head_axis"))
+    fig.update_xaxes(range=[0, 1.12], tickformat=".0%", title=tr("fig.weight"))
+    fig.update_layout(title=title)
+    return fig
+
+
+def cost_figure(lengths: Sequence[int], attention: Sequence[float], linear: Sequence[float], n_now: int,
+                crossover: int, tr: Tr) -> go.Figure:
+    """Work of one block (billions of multiply-adds) vs prompt length: attention grows with
+    the square of the length, the matrices linearly."""
+    fig = go.Figure()
+    fig.add_scatter(x=list(lengths), y=[a / 1e9 for a in attention], name=tr("fig.cost_attention"),
+                    line=dict(color=QUERY_COLOUR, width=3),
+                    hovertemplate=_cost_hover(tr))
+    fig.add_scatter(x=list(lengths), y=[b / 1e9 for b in linear], name=tr("fig.cost_linear"),
+                    line=dict(color=KEY_COLOUR, width=3, dash="dash"),
+                    hovertemplate=_cost_hover(tr))
+    if crossover <= lengths[-1]:
+        fig.add_vline(x=crossover, line=dict(color=GREY, dash="dot"),
+                      annotation_text=tr("fig.crossover", n=f"{crossover:,}"), annotation_position="top left")
+    fig.add_vline(x=n_now, line=dict(color=theme.OKABE_ITO[2], width=2),
+                  annotation_text=tr("fig.your_prompt", n=n_now), annotation_position="top right")
+    fig.update_xaxes(title=tr("fig.length_axis"))
+    fig.update_yaxes(title=tr("fig.cost_axis"))
+    fig.update_layout(title=tr("fig.cost_title"), legend=dict(orientation="h", y=-0.25))
+    return fig

@@ -1,0 +1,197 @@
+"""Figures of the feed-forward lesson (pages/ffn.py). Each builder takes numbers already
+computed by lesson_model and translated strings (a ``tr(key, **fields)`` callable for the
+page's catalog); it draws, it does not compute model results."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from lesson_model.analysis import neurons as N
+from ui import theme
+from ui.text import html_escape
+
+T = Callable[..., str]
+BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = theme.OKABE_ITO[:6]
+GREY = "#9ca3af"
+
+
+def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str) -> str:
+    """The gated MLP of one block as Graphviz DOT, sized with the model's numbers."""
+    def node(name: str, text: str, fill: str = "#f3f4f6", shape: str = "box") -> str:
+        return f'{name} [label="{text}" fillcolor="{fill}" shape={shape}];'
+
+    return "\n".join([
+        "digraph mlp {",
+        "rankdir=LR; bgcolor=transparent; nodesep=0.25; ranksep=0.35;",
+        f'node [style="rounded,filled" color="#6b7280" fontname="{font}" fontsize=14];',
+        f'edge [color="#6b7280" fontname="{font}" fontsize=12];',
+        node("x", tr("diagram.resid", d=d_model)),
+        node("norm", tr("diagram.norm")),
+        node("gate", tr("diagram.gate", d=d_model, f=d_ff), "#fde7c8"),
+        node("up", tr("diagram.up", d=d_model, f=d_ff), "#fde7c8"),
+        node("silu", tr("diagram.silu", f=d_ff), "#e0f2e9"),
+        node("mul", "×", "#e0f2e9", "circle"),
+        node("down", tr("diagram.down", d=d_model, f=d_ff), "#dbeafe"),
+        node("add", "+", "#f3f4f6", "circle"),
+        node("out", tr("diagram.out", d=d_model)),
+        "x -> norm; norm -> gate; norm -> up; gate -> silu; silu -> mul; up -> mul;",
+        f'mul -> down [label="{d_ff}"]; down -> add [label="{d_model}"]; add -> out;',
+        f'x -> add [style=dashed color="{VERMILION}" label="{tr("diagram.skip")}" fontcolor="{VERMILION}"];',
+        "}",
+    ])
+
+
+def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, span: float = 5.0) -> go.Figure:
+    """ReLU, GELU and SiLU over [-span, span], with the layer's real gate values as a histogram."""
+    x = torch.linspace(-span, span, 401)
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    inside = gate_values[(gate_values >= -span) & (gate_values <= span)]
+    fig.add_trace(go.Histogram(
+        x=inside.tolist(), xbins=dict(start=-span, end=span, size=0.2), marker_color="#d1d5db",
+        name=tr("act.hist", layer=layer), histnorm="percent", opacity=0.8,
+        hovertemplate="%{x}: %{y:.1f}%<extra></extra>"), secondary_y=True)
+    styles = {"relu": (VERMILION, "dash"), "gelu": (BLUE, "dot"), "silu": (GREEN, "solid")}
+    for name, fn in N.ACTIVATIONS.items():
+        color, dash = styles[name]
+        fig.add_trace(go.Scatter(x=x.tolist(), y=fn(x).tolist(), name=tr(f"act.{name}"), mode="lines",
+                                 line=dict(color=color, dash=dash, width=3),
+                                 hovertemplate="x=%{x:.2f}, y=%{y:.2f}<extra>" + html_escape(tr(f"act.{name}")) + "</extra>"),
+                      secondary_y=False)
+    fig.update_xaxes(title=tr("act.x"), range=[-span, span], zeroline=True)
+    fig.update_yaxes(title=tr("act.y"), range=[-1.5, span], secondary_y=False, zeroline=True, zerolinecolor=GREY)
+    fig.update_yaxes(title=tr("act.y2"), secondary_y=True, showgrid=False, rangemode="tozero", tickmode="auto",
+                     ticksuffix="%")
+    fig.update_layout(title=tr("act.title"), legend=dict(orientation="h", y=-0.22), bargap=0.05)
+    return fig
+
+
+def swiglu_figure(tr: T, gate: torch.Tensor, up: torch.Tensor, token: str, span: float = 4.0) -> go.Figure:
+    """silu(gate) * up as a map over (gate, up), with the real neurons of one token on it.
+
+    ``token`` is already escaped for plotly."""
+    grid = torch.linspace(-span, span, 121)
+    g, u = torch.meshgrid(grid, grid, indexing="xy")       # x: gate, y: up
+    z = N.swiglu(g, u)
+    fig = go.Figure(go.Heatmap(
+        x=grid.tolist(), y=grid.tolist(), z=z.tolist(), colorscale=theme.DIVERGING, zmid=0,
+        colorbar=dict(title=dict(text=tr("swiglu.z"), side="right")),
+        hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
+    keep = (gate.abs() <= span) & (up.abs() <= span)
+    fig.add_trace(go.Scatter(
+        x=gate[keep].tolist(), y=up[keep].tolist(), mode="markers", name=tr("swiglu.points", token=token),
+        marker=dict(size=4, color="#111827", opacity=0.45), showlegend=True,
+        hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
+    fig.update_xaxes(title=tr("swiglu.x"), range=[-span, span], constrain="domain")
+    fig.update_yaxes(title=tr("swiglu.y"), range=[-span, span], scaleanchor="x", constrain="domain")
+    fig.update_layout(title=tr("swiglu.title"), legend=dict(orientation="h", y=-0.22))
+    return fig
+
+
+def singular_figure(tr: T, singular_values: torch.Tensor, layer: int) -> go.Figure:
+    s = singular_values.tolist()
+    fig = go.Figure(go.Scatter(x=list(range(1, len(s) + 1)), y=s, mode="lines", line=dict(color=BLUE, width=3),
+                               hovertemplate=tr("collapse.hover") + "<extra></extra>"))
+    fig.update_xaxes(title=tr("collapse.x"))
+    fig.update_yaxes(title=tr("collapse.y"), type="log")
+    fig.update_layout(title=tr("collapse.title", layer=layer))
+    return fig
+
+
+def neuron_bar_figure(tr: T, neurons: Sequence[int], values: Sequence[float], chosen: int, token: str) -> go.Figure:
+    """The most active neurons at one token (signed values; the chosen one outlined).
+    ``token`` is already escaped for plotly."""
+    labels = [tr("neurons.n", n=n) for n in neurons]
+    colors = [BLUE if v >= 0 else VERMILION for v in values]
+    widths = [3 if n == chosen else 0 for n in neurons]
+    fig = go.Figure(go.Bar(
+        x=list(values), y=labels, orientation="h", marker=dict(color=colors, line=dict(color="#111827", width=widths)),
+        text=[f"{v:+.2f}" for v in values], textposition="outside", cliponaxis=False,
+        hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category", title=tr("neurons.y"))
+    top = max(abs(v) for v in values) if values else 1.0
+    low = min(0.0, min(values, default=0.0))
+    fig.update_xaxes(title=tr("neurons.x"), range=[low * 1.3 - 0.05 * top, max(0.0, max(values, default=0.0)) * 1.3 + 0.05 * top],
+                     zeroline=True, zerolinecolor=GREY)
+    fig.update_layout(title=tr("neurons.title", token=token), showlegend=False)
+    return fig
+
+
+def token_strip_figure(tr: T, labels: Sequence[str], values: Sequence[float], title: str,
+                       per_row: int = 10) -> go.Figure:
+    """Tokens laid out like text, each cell coloured by a signed value (a neuron's activation).
+    ``labels`` and ``title`` are already escaped for plotly."""
+    n = len(labels)
+    rows = max(1, -(-n // per_row))
+    z = [[None] * per_row for _ in range(rows)]
+    text = [[""] * per_row for _ in range(rows)]
+    hover = [[""] * per_row for _ in range(rows)]
+    for i, (lab, v) in enumerate(zip(labels, values)):
+        r, c = divmod(i, per_row)
+        z[r][c], text[r][c] = float(v), lab
+        hover[r][c] = tr("strip.hover", pos=i, token=lab, value=f"{v:+.3f}")
+    limit = max((abs(float(v)) for v in values), default=1.0) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=15),
+        colorscale=theme.DIVERGING, zmid=0, zmin=-limit, zmax=limit, xgap=3, ygap=3,
+        colorbar=dict(title=dict(text=tr("strip.scale"), side="right")),
+        hovertemplate="%{customdata}<extra></extra>"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False, autorange="reversed")
+    fig.update_layout(title=title, plot_bgcolor="white")
+    return fig
+
+
+def vocab_figure(tr: T, promoted: Sequence[tuple[str, float]], suppressed: Sequence[tuple[str, float]]) -> go.Figure:
+    """Tokens whose logits one unit of the neuron raises (left) and lowers (right).
+    Token labels are already escaped and unique."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("vocab.promoted"), tr("vocab.suppressed")),
+                        horizontal_spacing=0.22)
+    for col, items, color in ((1, promoted, BLUE), (2, suppressed, VERMILION)):
+        fig.add_trace(go.Bar(x=[v for _, v in items], y=[lab for lab, _ in items], orientation="h",
+                             marker_color=color, hovertemplate="%{y}: %{x:+.3f}<extra></extra>"), row=1, col=col)
+        fig.update_yaxes(autorange="reversed", type="category", row=1, col=col)
+        fig.update_xaxes(title=tr("vocab.x"), row=1, col=col)
+    fig.update_layout(showlegend=False)
+    return fig
+
+
+def params_figure(tr: T, rows: Sequence[tuple[str, dict[str, int]]], unit: Callable[[int], str]) -> go.Figure:
+    """Horizontal 100% bars: each row's parameters split by part, absolute counts as labels."""
+    parts = ["attention", "mlp", "embedding", "norms"]
+    colors = {"attention": BLUE, "mlp": ORANGE, "embedding": GREEN, "norms": PURPLE}
+    names = [name for name, _ in rows]
+    fig = go.Figure()
+    for part in parts:
+        shares, labels, hovers = [], [], []
+        for name, counts in rows:
+            total = sum(counts.values())
+            share = counts.get(part, 0) / total
+            shares.append(share * 100)
+            labels.append(f"{unit(counts.get(part, 0))}" if share >= 0.06 else "")
+            hovers.append(f"{html_escape(tr('params.part.' + part))}: {counts.get(part, 0):,} ({share:.1%})")
+        fig.add_trace(go.Bar(x=shares, y=names, orientation="h", name=tr(f"params.part.{part}"), marker_color=colors[part],
+                             text=labels, textposition="inside", insidetextanchor="middle", customdata=hovers,
+                             hovertemplate="%{customdata}<extra></extra>"))
+    fig.update_layout(barmode="stack", title=tr("params.title"), legend=dict(orientation="h", y=-0.25, traceorder="normal"))
+    fig.update_xaxes(title=tr("params.x"), range=[0, 100], ticksuffix="%")
+    fig.update_yaxes(autorange="reversed", type="category")
+    return fig
+
+
+def moe_figure(tr: T, parts_total: dict[str, int], parts_active: dict[str, int]) -> go.Figure:
+    """Total vs active parameters, stacked by part (in billions)."""
+    colors = {"attention": BLUE, "experts": ORANGE, "embedding": GREEN, "other": PURPLE}
+    cats = [tr("moe.total"), tr("moe.active")]
+    fig = go.Figure()
+    for part, color in colors.items():
+        vals = [parts_total[part] / 1e9, parts_active[part] / 1e9]
+        fig.add_trace(go.Bar(x=cats, y=vals, name=tr(f"moe.part.{part}"), marker_color=color,
+                             text=[f"{v:.1f}" if v >= 0.8 else "" for v in vals], textposition="inside",
+                             hovertemplate="%{x}: %{y:.2f} B<extra>" + html_escape(tr(f"moe.part.{part}")) + "</extra>"))
+    fig.update_layout(barmode="stack", title=tr("moe.title"), legend=dict(orientation="h", y=-0.2, traceorder="normal"))
+    fig.update_yaxes(title=tr("moe.y"))
+    return fig
