@@ -1,5 +1,188 @@
-"""Lesson: attention (placeholder until its lesson lands; see docs/PAGES.md)."""
+"""Lesson 4: attention. One head, one query token, step by step with the real numbers:
+q and the keys, dot products, the 1/sqrt(d_head) scale, the causal mask, softmax, the
+weighted sum of values; the head's whole pattern; the what-if without the scale; a search
+for the heads that link two tokens; and how the work grows with the prompt's length."""
 
-from ui.lesson import coming_soon
+from collections import Counter
 
-coming_soon("attention")
+import streamlit as st
+
+from lesson_model.analysis import attention as A
+from lesson_model.decoder import Attention
+from ui import figures_attention as F
+from ui import state, theme
+from ui.lesson import Lesson
+from ui.text import code_span
+from ui.tokens import axis_labels, label, plot_label, position_label
+
+CAP = 64            # tokens of the prompt this page runs
+SEARCH_TOP = 8      # heads listed by the search
+OPEN_BUTTONS = 3    # of which this many get an "open" button
+
+page = Lesson("attention")
+page.header()
+lm = page.model()
+cfg = lm.cfg
+tokens = page.tokens(lm, cap=CAP)
+n = len(tokens)
+labels = axis_labels(tokens)
+plain = [label(tok) for tok in tokens]
+repeats = Counter(plain)
+
+
+def md_tok(i: int) -> str:
+    """Token i for Markdown, with its position when its text occurs more than once."""
+    return code_span(f"{plain[i]} ({i})" if repeats[plain[i]] > 1 else plain[i])
+
+run = page.run(lm, tokens, names=A.capture_names(cfg.n_layers))
+
+
+def open_head(layer: int, head: int) -> None:
+    state.set_value("layer", layer)
+    state.set_value("head", head)
+
+
+def head_name(layer: int, head: int) -> str:
+    return page.t("fig.head_name", layer=layer, head=head)
+
+
+# --- controls: the query token first, then the head (by default the head that makes this
+# token's strongest long-range link, found by search) ----------------------------------
+figure_area, controls = page.columns()
+with controls:
+    query = state.url_int("pos", page.t("query_label"), 0, n - 1, n - 1, widget="select",
+                          format_func=lambda i: position_label(tokens, i), help=page.t("query_help"))
+    link = A.strongest_link(lm, run, query)
+    default_layer, default_head = (link[1].layer, link[1].head) if link else (cfg.n_layers // 2, 0)
+    layer = state.url_int("layer", page.t("layer_label"), 0, cfg.n_layers - 1, default_layer,
+                          help=page.t("layer_help"))
+    head = state.url_int("head", page.t("head_label"), 0, cfg.n_heads - 1, default_head,
+                         help=page.t("head_help", group=cfg.group_size))
+    if link and (layer, head) == (default_layer, default_head):
+        st.caption(page.t("default_head_note", head=head_name(layer, head),
+                          query=md_tok(query), target=md_tok(link[0])))
+
+steps = A.attention_steps(lm, run, layer, head, query)
+weights = steps.weights
+visible = list(range(query + 1))
+top_key = int(weights.argmax())
+qlabel = plot_label(tokens[query])
+
+# --- 1. step by step ----------------------------------------------------------------------
+with figure_area:
+    st.subheader(page.t("steps_title", head=head_name(layer, head), query=md_tok(query)), anchor=False)
+    page.prose("steps")
+    theme.plot(F.qk_figure(steps.q.tolist(), steps.keys[: query + 1].tolist(), labels[: query + 1], qlabel, page.t),
+               key="qk_chart", height=max(320, 170 + 22 * (query + 2)))
+theme.plot(F.score_steps_figure(steps.raw.tolist(), steps.scaled.tolist(), weights.tolist(), labels,
+                                query, cfg.d_head, page.t),
+           key="steps_chart", height=780)
+theme.plot(F.weighted_sum_figure(steps.weighted_values[: query + 1].tolist(), steps.z.tolist(),
+                                 labels[: query + 1], weights[: query + 1].tolist(), page.t),
+           key="sum_chart", height=max(320, 170 + 22 * (query + 2)))
+st.caption(page.t("check_caption", w_err=f"{steps.max_weight_error:.1e}", z_err=f"{steps.max_z_error:.1e}"))
+
+# --- 2. the whole pattern and the lines view ----------------------------------------------
+st.subheader(page.t("pattern_title", head=head_name(layer, head)), anchor=False)
+page.prose("pattern")
+pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][0, head]          # [q_pos, k_pos]
+left, right = st.columns([3, 2], gap="medium")
+with left:
+    theme.plot(F.pattern_figure(pattern.tolist(), labels, query,
+                                page.t("fig.pattern_title", head=head_name(layer, head)), page.t),
+               key="pattern_chart", height=260 + 16 * n)
+with right:
+    lines, first_shown = F.lines_figure(weights.tolist(), labels, query, page.t)
+    theme.plot(lines, key="lines_chart")
+    if first_shown > 0:
+        st.caption(page.t("lines_hidden", n=first_shown, pct=f"{float(weights[:first_shown].sum()):.0%}"))
+
+# --- 3. what if the scale is dropped -------------------------------------------------------
+st.subheader(page.t("scale_title", s=f"{steps.scale:g}"), anchor=False)
+page.prose("scale")
+what_if = A.unscaled_what_if(steps)
+left, right = st.columns([3, 1], gap="medium")
+with left:
+    theme.plot(F.scale_figure(weights.tolist(), what_if.weights_unscaled.tolist(), labels, query, cfg.d_head,
+                              page.t), key="scale_chart", height=420)
+with right:
+    st.metric(page.t("entropy_with"), page.t("bits", v=f"{what_if.entropy_scaled:.2f}"))
+    st.metric(page.t("entropy_without"), page.t("bits", v=f"{what_if.entropy_unscaled:.2f}"),
+              delta=page.t("bits", v=f"{what_if.entropy_unscaled - what_if.entropy_scaled:+.2f}"),
+              delta_color="off")
+    st.metric(page.t("top_without"), f"{what_if.max_unscaled:.1%}",
+              delta=page.t("pp", v=f"{(what_if.max_unscaled - what_if.max_scaled) * 100:+.1f}"),
+              delta_color="off")
+
+# --- 4. search: which heads link two tokens? ------------------------------------------------
+st.subheader(page.t("search_title"), anchor=False)
+page.prose("search")
+left, right = st.columns([3, 1], gap="medium")
+with right:
+    default_key = link[0] if link else 0
+    key_pos = state.url_int("key", page.t("key_label"), 0, query, min(default_key, query), widget="select",
+                            format_func=lambda i: position_label(tokens, i), help=page.t("key_help"))
+hits = A.find_heads_attending(lm, run, query, key_pos, top=SEARCH_TOP)
+with left:
+    theme.plot(F.search_figure(hits, page.t, page.t("fig.search_title", query=qlabel,
+                                                    target=plot_label(tokens[key_pos]),
+                                                    total=cfg.n_layers * cfg.n_heads)),
+               key="search_chart", height=140 + 40 * len(hits))
+with right:
+    st.markdown(page.t("open_label"))
+    for rank, hit in enumerate(hits[:OPEN_BUTTONS]):
+        st.button(page.t("open_button", head=head_name(hit.layer, hit.head), pct=f"{hit.weight:.0%}"),
+                  key=f"open_{rank}", on_click=open_head, args=(hit.layer, hit.head), width="stretch",
+                  icon=":material/visibility:", disabled=(hit.layer, hit.head) == (layer, head))
+
+# --- 5. cost ---------------------------------------------------------------------------------
+st.subheader(page.t("cost_title"), anchor=False)
+page.prose("cost")
+crossover = A.crossover_length(cfg)
+top_len = max(cfg.max_position, 2 * n)
+lengths = sorted({max(1, round(top_len * i / 200)) for i in range(201)} | {n})
+costs = [A.block_cost(cfg, m) for m in lengths]
+theme.plot(F.cost_figure(lengths, [c.attention for c in costs], [c.linear for c in costs], n, crossover, page.t),
+           key="cost_chart", height=420)
+now, doubled = A.block_cost(cfg, n), A.block_cost(cfg, 2 * n)
+
+# --- What to notice -------------------------------------------------------------------------
+raw_top = float(steps.raw[top_key])
+observations = [
+    page.t("notice.top", head=head_name(layer, head), query=md_tok(query), target=md_tok(top_key),
+           pct=f"{float(weights[top_key]):.0%}", raw=f"{raw_top:.2f}", scaled=f"{raw_top / steps.scale:.2f}",
+           s=f"{steps.scale:g}"),
+]
+if query > 0 and top_key == 0:
+    observations.append(page.t("notice.sink", target=md_tok(0)))
+elif query > 0 and float(weights[0]) >= 0.2:
+    observations.append(page.t("notice.first", target=md_tok(0), pct=f"{float(weights[0]):.0%}"))
+if query < n - 1:
+    observations.append(page.t("notice.mask", n=n - 1 - query))
+else:
+    observations.append(page.t("notice.last", n=n))
+observations.append(page.t("notice.scale" if what_if.max_scaled < 0.95 else "notice.scale_sure", top1=f"{what_if.max_scaled:.0%}", top2=f"{what_if.max_unscaled:.0%}",
+                           e1=f"{what_if.entropy_scaled:.2f}", e2=f"{what_if.entropy_unscaled:.2f}"))
+best = hits[0]
+observations.append(page.t("notice.search", head=head_name(best.layer, best.head), query=md_tok(query),
+                           target=md_tok(key_pos), pct=f"{best.weight:.0%}",
+                           total=cfg.n_layers * cfg.n_heads))
+observations.append(page.t("notice.cost", n=n, pairs=f"{A.causal_pairs(n):,}", n2=2 * n,
+                           pairs2=f"{A.causal_pairs(2 * n):,}",
+                           ratio=f"{doubled.attention / now.attention:.2f}",
+                           lin=f"{doubled.linear / now.linear:.0f}", cross=f"{crossover:,}"))
+page.notice(observations)
+page.try_this()
+
+# --- The math: a worked example with this head's numbers ------------------------------------
+order = sorted(visible, key=lambda j: -float(weights[j]))[:3]
+rows = "\n".join(
+    page.t("math_row", target=md_tok(j), raw=f"{float(steps.raw[j]):.2f}",
+           scaled=f"{float(steps.scaled[j]):.2f}", w=f"{float(weights[j]):.1%}")
+    for j in order)
+denominator = float(steps.masked[: query + 1].exp().sum())
+page.math(page.t("math_example", head=head_name(layer, head), query=md_tok(query), d=cfg.d_head,
+                 s=f"{steps.scale:g}", n=query + 1, denom=f"{denominator:.4g}",
+                 e=f"{float(steps.scaled[order[0]].exp()):.4g}", w=f"{float(weights[order[0]]):.1%}",
+                 target=md_tok(order[0])) + "\n\n" + page.t("math_table") + "\n" + rows)
+page.code(Attention.forward, A.attention_steps)

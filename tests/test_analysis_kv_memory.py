@@ -49,6 +49,7 @@ def test_variants_mha_mqa():
     assert K.kv_bytes_per_token(v["MQA"]) * 8 == K.kv_bytes_per_token(llama)
 
 
+@pytest.mark.slow
 def test_this_model_matches_a_real_kv_cache(lm):
     shape = K.shape_of(lm.cfg, lm.name)
     assert (shape.n_layers, shape.n_heads, shape.n_kv_heads, shape.d_head) == (30, 9, 3, 64)

@@ -46,7 +46,7 @@ def qk_figure(q: Sequence[float], keys: Sequence[Sequence[float]], key_labels: l
                              hovertemplate=_vec_hover(tr), **common), 2, 1)
     fig.update_yaxes(type="category", autorange="reversed", row=2, col=1, title=tr("fig.keys_axis"))
     fig.update_yaxes(type="category", row=1, col=1, title=tr("fig.query_axis"), tickfont=dict(color=QUERY_COLOUR))
-    fig.update_xaxes(title=tr("fig.dim_axis", d=d), row=2, col=1)
+    fig.update_xaxes(title=tr("fig.dim_axis", last=d - 1), row=2, col=1)
     fig.update_layout(title=tr("fig.qk_title"))
     return fig
 
@@ -101,7 +101,7 @@ def weighted_sum_figure(weighted: Sequence[Sequence[float]], z: Sequence[float],
                                hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>"))
     fig.add_hline(y=len(ys) - 1.5, line=dict(color="#1f2937", width=2))
     fig.update_yaxes(type="category", autorange="reversed", title=tr("fig.weighted_axis"))
-    fig.update_xaxes(title=tr("fig.dim_axis", d=d))
+    fig.update_xaxes(title=tr("fig.dim_axis", last=d - 1))
     fig.update_layout(title=tr("fig.sum_title"))
     return fig
 
@@ -164,8 +164,8 @@ def scale_figure(w_scaled: Sequence[float], w_unscaled: Sequence[float], labels:
     fig.add_bar(x=xs, y=[float(w) for w in w_unscaled[: query + 1]], name=tr("fig.without_scale"),
                 marker_color=SCALE_OFF_COLOUR, marker_pattern_shape="/",
                 hovertemplate="%{x}: %{y:.1%}<extra></extra>")
-    fig.update_layout(barmode="group", title=tr("fig.scale_title"), legend=dict(orientation="h", y=1.02, x=0,
-                                                                               yanchor="bottom"))
+    fig.update_layout(barmode="group", title=tr("fig.scale_title"), legend=dict(orientation="h", y=-0.3, x=0,
+                                                                               yanchor="top"))
     fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, 1.05])
     fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if len(xs) > 12 else 0)
     return fig

@@ -30,6 +30,12 @@ def attention_step_names(layer: int) -> list[str]:
     return [f"{a}.hook_rot_q", f"{a}.hook_rot_k", f"{a}.hook_v", f"{a}.hook_pattern", f"{a}.hook_z"]
 
 
+def capture_names(n_layers: int) -> list[str]:
+    """Every layer's attention tensors that the attention lessons draw (rotated q and k, v,
+    pattern, z): one run serves any layer, head and query without running again."""
+    return [name for layer in range(n_layers) for name in attention_step_names(layer)]
+
+
 def pattern_names(n_layers: int) -> list[str]:
     """hook_pattern of every layer (what find_heads_attending and the head measures read)."""
     return [f"blocks.{layer}.attn.hook_pattern" for layer in range(n_layers)]
