@@ -1,5 +1,208 @@
-"""Lesson: ffn (placeholder until its lesson lands; see docs/PAGES.md)."""
+"""Lesson 7: the feed-forward network (MLP): shapes, the non-linearity, neurons, where the
+parameters are, and mixture of experts."""
 
-from ui.lesson import coming_soon
+import streamlit as st
+import torch
 
-coming_soon("ffn")
+from lesson_model.analysis import neurons as N
+from lesson_model.analysis import params as P
+from lesson_model.analysis.logit_lens import decode_residual
+from lesson_model.decoder import MLP
+from ui import state, theme
+from ui import figures_ffn as F
+from ui.lesson import Lesson
+from ui.text import html_escape
+from ui.tokens import axis_labels, md_label, plot_label, position_label
+
+CAP = 64            # tokens of the prompt this page runs
+TOP_NEURONS = 12    # neurons listed for the chosen token
+VOCAB_K = 8         # tokens listed per side in the neuron's vocabulary chart
+DEFAULT_LAYER = 26
+
+page = Lesson("ffn")
+page.header()
+lm = page.model()
+cfg = lm.cfg
+mine = P.model_breakdown(lm)
+gpt3 = P.count_params(P.PRESETS["gpt3-175b"])
+
+
+def millions(n: int) -> str:
+    return page.t("unit.m", n=f"{n / 1e6:.2f}")
+
+
+def billions(n: int) -> str:
+    return page.t("unit.b", n=f"{n / 1e9:.2f}")
+
+
+# --- 1. the shape of the MLP ---------------------------------------------------------------
+st.subheader(page.t("shape_title"), anchor=False)
+page.prose("shape")
+st.graphviz_chart(F.mlp_diagram(page.t, cfg.d_model, cfg.d_ff, theme.font_family().split(",")[0]), width="stretch")
+facts = st.columns(3)
+facts[0].metric(page.t("metric.mlp_layer"), f"{mine.per_layer['mlp']:,}",
+                help=page.t("metric.mlp_layer_help", d=cfg.d_model, f=cfg.d_ff))
+facts[1].metric(page.t("metric.attn_layer"), f"{mine.per_layer['attention']:,}", help=page.t("metric.attn_layer_help"))
+facts[2].metric(page.t("metric.ratio"), f"{cfg.d_ff / cfg.d_model:.2f}×", help=page.t("metric.ratio_help"))
+
+# --- 2. the non-linearity ------------------------------------------------------------------
+tokens = page.tokens(lm, cap=CAP)
+labels = axis_labels(tokens)
+n_pos = len(tokens)
+st.subheader(page.t("act_title"), anchor=False)
+page.prose("activations")
+with st.container(border=True, key="ffn_controls"):
+    st.caption(page.t("controls_caption"))
+    c1, c2 = st.columns(2, gap="large")
+    with c1:
+        layer = state.url_int("layer", page.t("layer"), 0, cfg.n_layers - 1, DEFAULT_LAYER, help=page.t("layer_help"))
+    with c2:
+        pos = state.url_int("pos", page.t("pos"), 0, n_pos - 1, n_pos - 1, widget="select",
+                            format_func=lambda i: position_label(tokens, i), help=page.t("pos_help"))
+last_resid = f"blocks.{cfg.n_layers - 1}.hook_resid_post"
+names = [f"blocks.{layer}.mlp.hook_pre", f"blocks.{layer}.mlp.hook_pre_linear", *N.neuron_names(layer),
+         *N.mlp_names(layer), *N.neuron_effect_names(layer), last_resid]
+run = page.run(lm, tokens, names=names)
+gate = run.cache[f"blocks.{layer}.mlp.hook_pre"][0].float()          # [pos, d_ff]
+up = run.cache[f"blocks.{layer}.mlp.hook_pre_linear"][0].float()     # [pos, d_ff]
+post = run.cache[f"blocks.{layer}.mlp.hook_post"][0].float()         # [pos, d_ff]
+token_plot = plot_label(tokens[pos])
+left, right = st.columns(2, gap="medium")
+with left:
+    theme.plot(F.activation_figure(page.t, gate.flatten(), layer), key="activation_chart", height=470)
+with right:
+    theme.plot(F.swiglu_figure(page.t, gate[pos], up[pos], token_plot), key="swiglu_chart", height=470)
+negative_gate = float((gate < 0).float().mean())
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def collapse(model_name: str, layer: int) -> tuple[list[float], int, int, int, float]:
+    c = N.linear_collapse(lm, layer)
+    return c.singular_values.tolist(), c.rank, c.params_two, c.params_one, c.max_error
+
+
+st.markdown(f"#### {page.t('collapse_title')}")
+page.prose("collapse")
+singular, rank, params_two, params_one, collapse_error = collapse(lm.name, layer)
+pos_b = pos - 1 if pos > 0 else min(1, n_pos - 1)
+check = N.nonlinearity_check(lm, run, layer, pos, pos_b)
+chart, numbers = st.columns([3, 2], gap="medium")
+with chart:
+    theme.plot(F.singular_figure(page.t, torch.tensor(singular), layer), key="singular_chart", height=340)
+with numbers:
+    st.markdown(page.t("collapse.matrices", d=cfg.d_model, f=cfg.d_ff, two=f"{params_two:,}", one=f"{params_one:,}",
+                       rank=rank, error=f"{collapse_error:.1e}"))
+    st.markdown(page.t("collapse.check", a=md_label(tokens[pos]), b=md_label(tokens[pos_b]), layer=layer))
+    c1, c2 = st.columns(2)
+    c1.metric(page.t("collapse.real_gap"), f"{check.mlp_gap:.1%}", help=page.t("collapse.real_gap_help"))
+    c2.metric(page.t("collapse.linear_gap"), f"{check.linear_gap:.5%}", help=page.t("collapse.linear_gap_help"))
+
+# --- 3. neuron explorer --------------------------------------------------------------------
+st.subheader(page.t("neurons_title"), anchor=False)
+page.prose("neurons")
+top = N.neuron_top_activations(lm, run, layer, pos, k=TOP_NEURONS)
+options = [str(a.neuron) for a in top]
+figure_area, controls = page.columns()
+with controls:
+    st.caption(page.t("neurons.where", layer=layer, token=md_label(tokens[pos]), pos=pos))
+    neuron = int(state.url_choice("neuron", page.t("neuron"), options, options[0],
+                                  format_func=lambda o: page.t("neuron_option", n=o, v=f"{float(post[pos, int(o)]):+.2f}"),
+                                  help=page.t("neuron_help", k=TOP_NEURONS)))
+acts = N.neuron_activations(lm, run, layer, neuron)                  # [pos]
+predicted = int(decode_residual(lm, run.cache[last_resid][0, pos]).argmax())    # the model's next token here
+pushes = N.neuron_effects_on_token(lm, run, layer, predicted, pos)              # [d_ff]
+best = max(top, key=lambda a: float(pushes[a.neuron]))
+effect = N.neuron_logit_effect(lm, run, layer, neuron, pos, k=VOCAB_K)
+with figure_area:
+    theme.plot(F.neuron_bar_figure(page.t, [a.neuron for a in top], [a.value for a in top], neuron, token_plot),
+               key="neuron_bars", height=120 + 30 * len(top))
+strip_title = html_escape(page.t("strip.title", n=neuron, layer=layer))
+per_row = 10
+theme.plot(F.token_strip_figure(page.t, [plot_label(tok, 12) for tok in tokens], acts.tolist(), strip_title, per_row),
+           key="neuron_strip", height=110 + 46 * (-(-n_pos // per_row)))
+st.markdown(page.t("vocab.caption", n=neuron, token=md_label(tokens[pos]), v=f"{float(post[pos, neuron]):+.2f}"))
+promoted = list(zip(axis_labels([lm.token_text(i) for i, _ in effect.promoted]), [v for _, v in effect.promoted]))
+suppressed = list(zip(axis_labels([lm.token_text(i) for i, _ in effect.suppressed]), [v for _, v in effect.suppressed]))
+theme.plot(F.vocab_figure(page.t, promoted, suppressed), key="vocab_chart", height=120 + 32 * VOCAB_K)
+
+# --- 4. where the parameters are -----------------------------------------------------------
+st.subheader(page.t("params_title"), anchor=False)
+page.prose("params")
+
+
+def block_parts(count: P.ParamCount) -> dict[str, int]:
+    return {"attention": count.per_layer["attention"], "mlp": count.per_layer["mlp"], "norms": count.per_layer["norms"]}
+
+
+rows = [
+    (page.t("params.row.block", name=html_escape(lm.name)), block_parts(mine)),
+    (page.t("params.row.block", name=page.t("params.gpt3")), block_parts(gpt3)),
+    (page.t("params.row.model", name=html_escape(lm.name)), mine.parts),
+    (page.t("params.row.model", name=page.t("params.gpt3")), gpt3.parts),
+]
+short = lambda n: f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.1f} M"  # noqa: E731
+theme.plot(F.params_figure(page.t, rows, short), key="params_chart", height=360)
+
+# --- 5. mixture of experts -----------------------------------------------------------------
+st.subheader(page.t("moe_title"), anchor=False)
+page.prose("moe")
+mixtral = P.PRESETS["mixtral-8x7b"]
+figure_area, controls = page.columns()
+with controls:
+    experts = state.url_int("experts", page.t("moe.experts"), 1, 64, mixtral.n_experts, widget="number",
+                            help=page.t("moe.experts_help"))
+    active = state.url_int("active", page.t("moe.active_label"), 1, experts, mixtral.experts_per_token, widget="number",
+                           help=page.t("moe.active_help"))
+moe = P.count_params(P.with_experts(mixtral, experts, active))
+L = mixtral.n_layers
+expert_size = moe.per_layer["mlp"] // experts
+parts_total = {"attention": moe.parts["attention"], "experts": L * moe.per_layer["mlp"],
+               "embedding": moe.parts["embedding"], "other": moe.parts["norms"] + L * moe.per_layer["router"]}
+parts_active = dict(parts_total, experts=L * moe.per_layer_active["mlp"])
+with figure_area:
+    m1, m2, m3 = st.columns(3)
+    m1.metric(page.t("moe.total_metric"), billions(moe.total))
+    m2.metric(page.t("moe.active_metric"), billions(moe.active))
+    m3.metric(page.t("moe.share"), f"{moe.active / moe.total:.0%}")
+    theme.plot(F.moe_figure(page.t, parts_total, parts_active), key="moe_chart", height=380)
+    st.caption(page.t("moe.caption", d=mixtral.d_model, f=mixtral.d_ff, layers=L, expert=f"{expert_size:,}",
+                      published_total=f"{P.PUBLISHED_TOTALS['mixtral-8x7b'] / 1e9:.1f}",
+                      published_active=f"{P.PUBLISHED_ACTIVE['mixtral-8x7b'] / 1e9:.1f}"))
+
+# --- what to notice ------------------------------------------------------------------------
+big = int((post[pos].abs() > 0.1 * post[pos].abs().max()).sum())
+mlp_share = mine.parts["mlp"] / mine.total
+notice = [
+    page.t("notice.top", layer=layer, token=md_label(tokens[pos]), n=top[0].neuron, v=f"{top[0].value:+.2f}",
+           big=big, total=f"{cfg.d_ff:,}"),
+    page.t("notice.gate", layer=layer, pct=f"{negative_gate:.0%}"),
+    page.t("notice.collapse", rank=rank, d=cfg.d_model, gap=f"{check.mlp_gap:.0%}"),
+]
+if effect.promoted:
+    notice.append(page.t("notice.vocab", n=neuron, token=md_label(tokens[pos]),
+                         up=md_label(lm.token_text(effect.promoted[0][0])), dv=f"{effect.promoted[0][1]:+.2f}"))
+notice.append(page.t("notice.best", k=len(top), token=md_label(tokens[pos]), pred=md_label(lm.token_text(predicted)),
+                     n=best.neuron, dv=f"{float(pushes[best.neuron]):+.2f}", layer=layer,
+                     all=f"{float(pushes.sum()):+.2f}"))
+notice.append(page.t("notice.params", share=f"{mlp_share:.0%}", mlp=millions(mine.parts["mlp"]),
+                     total=millions(mine.total),
+                     ratio=f"{mine.per_layer['mlp'] / mine.per_layer['attention']:.1f}",
+                     gpt3=f"{gpt3.per_layer['mlp'] / gpt3.per_layer['attention']:.1f}"))
+first = max(range(n_pos), key=lambda i: float(post[i].abs().max()))
+if n_pos > 2 and float(post[first].abs().max()) > 20 * float(post.abs().max(dim=1).values.median()):
+    hot = int(post[first].abs().argmax())
+    notice.append(page.t("notice.massive", layer=layer, token=md_label(tokens[first]), n=hot,
+                         v=f"{float(post[first, hot]):+,.0f}",
+                         median=f"{float(post.abs().max(dim=1).values.median()):.1f}"))
+page.notice(notice)
+page.try_this()
+
+# --- the math ------------------------------------------------------------------------------
+n0 = top[0].neuron
+g0, u0 = float(gate[pos, n0]), float(up[pos, n0])
+sig = 1 / (1 + torch.exp(torch.tensor(-g0))).item()
+page.math(page.t("math_example", token=md_label(tokens[pos]), layer=layer, n=n0, g=f"{g0:.3f}", sig=f"{sig:.3f}",
+                 silu=f"{g0 * sig:.3f}", u=f"{u0:.3f}", post=f"{g0 * sig * u0:.3f}", real=f"{float(post[pos, n0]):.3f}",
+                 shared=f"{(moe.total - L * moe.per_layer['mlp']) / 1e9:.2f}", expert=f"{L * expert_size / 1e9:.3f}",
+                 total=f"{moe.total / 1e9:.2f}", active=f"{moe.active / 1e9:.2f}", e=experts, k=active))
+page.code(MLP.forward, N.neuron_top_activations, N.neuron_logit_effect, N.linear_collapse, P.count_params)

@@ -111,3 +111,30 @@ def test_real_mlp_is_not_additive(lm, run):
     with torch.inference_mode():
         out = N.mlp_forward(lm, LAYER, x)
     assert torch.allclose(out, run.cache[f"blocks.{LAYER}.hook_mlp_out"][0], atol=1e-4)
+
+
+def test_neuron_logit_effects_add_up_to_the_mlp_attribution(lm):
+    """Summed over every neuron, the per-neuron direct effects are the MLP's DLA part."""
+    from lesson_model.analysis.attribution import direct_logit_attribution, dla_names
+    layer = 20
+    run = lm.run(TEXT, names=sorted(set(dla_names(lm)) | set(N.neuron_effect_names(layer))))
+    token = int(run.logits[0, -1].argmax())
+    post = run.cache[f"blocks.{layer}.mlp.hook_post"][0, -1]
+    d = lm.decoder
+    with torch.inference_mode():
+        per_neuron = (d.blocks[layer].mlp.down_proj * d.ln_final.weight) @ d.W_E[token]     # [d_ff]
+    for n in (0, 77, 1535):
+        assert float(N.neuron_output_direction(lm, layer, n)[token]) == pytest.approx(float(per_neuron[n]), abs=1e-5)
+    total = float(post @ per_neuron) / float(run.cache["ln_final.hook_scale"][0, -1, 0])
+    assert total == pytest.approx(float(direct_logit_attribution(lm, run, token).mlp[layer]), abs=2e-3)
+    per_neuron_effect = N.neuron_effects_on_token(lm, run, layer, token)
+    assert per_neuron_effect.shape == (lm.cfg.d_ff,)
+    assert float(per_neuron_effect.sum()) == pytest.approx(total, abs=2e-3)
+    # one neuron: its lists are its per-unit lists, flipped when it fires negative
+    top = N.neuron_top_activations(lm, run, layer, -1, k=1)[0]
+    effect = N.neuron_logit_effect(lm, run, layer, top.neuron, -1, k=5)
+    per_unit = N.neuron_output_tokens(lm, layer, top.neuron, k=5)
+    same, flipped = (per_unit.promoted, per_unit.suppressed) if top.value > 0 else (per_unit.suppressed, per_unit.promoted)
+    assert [i for i, _ in effect.promoted] == [i for i, _ in same]
+    assert [i for i, _ in effect.suppressed] == [i for i, _ in flipped]
+    assert all(v > 0 for _, v in effect.promoted) and all(v < 0 for _, v in effect.suppressed)

@@ -82,7 +82,7 @@ def swiglu_figure(tr: T, gate: torch.Tensor, up: torch.Tensor, token: str, span:
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     keep = (gate.abs() <= span) & (up.abs() <= span)
     fig.add_trace(go.Scatter(
-        x=gate[keep].tolist(), y=up[keep].tolist(), mode="markers", name=tr("swiglu.points", token=token),
+        x=gate[keep].tolist(), y=up[keep].tolist(), mode="markers", name=tr("swiglu.points", n=f"{int(keep.sum()):,}", token=token),
         marker=dict(size=4, color="#111827", opacity=0.45), showlegend=True,
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     fig.update_xaxes(title=tr("swiglu.x"), range=[-span, span], constrain="domain")

@@ -114,6 +114,44 @@ def neuron_output_tokens(lm, layer: int, neuron: int, k: int = 10, through_norm:
                        suppressed=[(int(i), -float(v)) for v, i in zip(down.values, down.indices)])
 
 
+def neuron_effect_names(layer: int) -> list[str]:
+    """Hook points neuron_logit_effect reads."""
+    return [f"blocks.{layer}.mlp.hook_post", "ln_final.hook_scale"]
+
+
+def neuron_logit_effect(lm, run, layer: int, neuron: int, position: int = -1, k: int = 10) -> NeuronVocab:
+    """What this neuron, at this position, adds directly to each next-token logit there.
+
+    effect[t] = post[neuron] * (down_proj[neuron] / s * w_ln) . W_U[:, t], with s the final
+    norm's scale at the position, frozen (as in direct logit attribution). Summed over all
+    neurons of the layer it is that MLP's direct logit attribution. A negative activation
+    flips the neuron's per-unit lists (neuron_output_tokens): what it suppresses per unit,
+    it pushes up here.
+    """
+    act = float(run.cache[f"blocks.{layer}.mlp.hook_post"][0, position, neuron])
+    scale = float(run.cache["ln_final.hook_scale"][0, position, 0])
+    with torch.inference_mode():
+        effect = neuron_output_direction(lm, layer, neuron, through_norm=True) * (act / scale)   # [vocab]
+        up, down = torch.topk(effect, k), torch.topk(-effect, k)
+    return NeuronVocab(promoted=[(int(i), float(v)) for v, i in zip(up.values, up.indices)],
+                       suppressed=[(int(i), -float(v)) for v, i in zip(down.values, down.indices)])
+
+
+def neuron_effects_on_token(lm, run, layer: int, token: int, position: int = -1) -> torch.Tensor:
+    """Every neuron's direct effect, at ``position``, on the logit of one token: [d_ff].
+
+    effect[n] = post[n] * (down_proj[n] / s * w_ln) . W_U[:, token] (s frozen, as in direct
+    logit attribution); the sum over n is that MLP's direct logit attribution for the token.
+    """
+    d = lm.decoder
+    post = run.cache[f"blocks.{layer}.mlp.hook_post"][0, position].float()            # [d_ff]
+    scale = float(run.cache["ln_final.hook_scale"][0, position, 0])
+    with torch.inference_mode():
+        column = d.W_U[:, token].detach().float() * d.ln_final.weight.detach().float()   # [d_model]
+        per_unit = d.blocks[layer].mlp.down_proj.detach().float() @ column                # [d_ff]
+    return post * per_unit / scale
+
+
 # --------------------------------------------------------------------------- why the non-linearity
 
 @dataclass
