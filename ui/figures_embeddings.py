@@ -26,7 +26,6 @@ MAPS: dict[str, list[str]] = {
     "capitals": ["countries", "capitals"],
     "time": ["numbers", "days", "months"],
     "nature": ["animals", "colours"],
-    "all": list(GROUPS),
 }
 
 # Analogies a - b + c = expected, as one-token words (with a leading space). Which of them
@@ -83,13 +82,15 @@ def map_figure(coords: torch.Tensor, words: Sequence[str], groups: Sequence[str]
                axis_titles: Sequence[str], title: str, pairs: Sequence[tuple[int, int]] = ()) -> go.Figure:
     """Labelled points coloured by group (2-D or 3-D), with optional lines between pairs."""
     three = coords.shape[1] >= 3
+    positions = label_positions(coords[:, :2])
     fig = go.Figure()
     order = list(dict.fromkeys(groups))
     for g_index, g in enumerate(order):
         idx = [i for i, gg in enumerate(groups) if gg == g]
         pts = coords[idx]
         common = dict(mode="markers+text", name=group_names.get(g, g), text=[plot_label(words[i], 14) for i in idx],
-                      textposition="top center", hovertemplate="%{text}<extra>" + group_names.get(g, g) + "</extra>",
+                      textposition="top center" if three else [positions[i] for i in idx],
+                      textfont=dict(size=theme.FONT_SIZE - 2), hovertemplate="%{text}<extra>" + group_names.get(g, g) + "</extra>",
                       marker=dict(size=9 if not three else 5, color=theme.OKABE_ITO[g_index % len(theme.OKABE_ITO)],
                                   symbol=["circle", "square", "diamond", "triangle-up", "x", "cross", "star"][g_index % 7]
                                   if not three else "circle"))
@@ -112,6 +113,31 @@ def map_figure(coords: torch.Tensor, words: Sequence[str], groups: Sequence[str]
         fig.update_xaxes(title=axis_titles[0], zeroline=False)
         fig.update_yaxes(title=axis_titles[1], zeroline=False, scaleanchor="x", scaleratio=1)
     return fig
+
+
+def label_positions(xy: torch.Tensor) -> list[str]:
+    """Where to put each point's label so that close neighbours do not print on top of each
+    other: above by default, below when another point sits just above, and to the side
+    when both are taken (a small greedy pass, good enough for a few dozen points)."""
+    n = xy.shape[0]
+    if n == 0:
+        return []
+    span = (xy.max(dim=0).values - xy.min(dim=0).values).clamp_min(1e-9)
+    near_x, near_y = 0.14 * float(span[0]), 0.07 * float(span[1])
+    out = []
+    for i in range(n):
+        dx = (xy[:, 0] - xy[i, 0]).abs()
+        dy = xy[:, 1] - xy[i, 1]
+        close = (dx < near_x) & (torch.arange(n) != i)
+        above = bool((close & (dy > 0) & (dy < near_y)).any())
+        below = bool((close & (dy < 0) & (dy > -near_y)).any())
+        if not above:
+            out.append("top center")
+        elif not below:
+            out.append("bottom center")
+        else:
+            out.append("middle right")
+    return out
 
 
 def cosine_heatmap(matrix: torch.Tensor, x_labels: Sequence[str], y_labels: Sequence[str], title: str,
