@@ -1,0 +1,291 @@
+"""The readable decoder against transformers on tiny random checkpoints (fast suite)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lesson_model import Hooks, KVCache, LessonModel
+from lesson_model.loading import convert_hf
+from tests._fixtures_model import (assert_run_invariants, random_hf_model, tiny, tiny_llama_config,  # noqa: F401
+                                   tiny_tokenizer_view)
+
+ATOL = 1e-5
+
+
+def random_ids(lm, batch=2, n_pos=12, seed=0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, lm.cfg.vocab_size, (batch, n_pos), generator=g)
+
+
+def hf_forward(hf, ids):
+    with torch.no_grad():
+        return hf(ids, output_attentions=True)
+
+
+# --------------------------------------------------------------------------- parity with transformers
+
+def test_logits_equal_transformers(tiny):
+    hf, lm = tiny
+    ids = random_ids(lm)
+    torch.testing.assert_close(lm.run(ids, names=[]).logits, hf_forward(hf, ids).logits, atol=ATOL, rtol=1e-5)
+
+
+def test_attention_patterns_equal_transformers_eager(tiny):
+    hf, lm = tiny
+    ids = random_ids(lm, seed=1)
+    names = [f"blocks.{L}.attn.hook_pattern" for L in range(lm.cfg.n_layers)]
+    run = lm.run(ids, names=names)
+    ref = hf_forward(hf, ids)
+    assert set(run.cache) == set(names)
+    for L, hf_pattern in enumerate(ref.attentions):
+        torch.testing.assert_close(run.cache[names[L]], hf_pattern, atol=ATOL, rtol=1e-5)
+    torch.testing.assert_close(run.logits, ref.logits, atol=ATOL, rtol=1e-5)
+
+
+def test_full_capture_logits_equal_transformers_and_invariants_hold(tiny):
+    hf, lm = tiny
+    ids = random_ids(lm, seed=2)
+    run = lm.run(ids, names=None)
+    torch.testing.assert_close(run.logits, hf_forward(hf, ids).logits, atol=ATOL, rtol=1e-5)
+    assert_run_invariants(lm, run, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "mistral", "llama-tied-bias"])
+def test_other_llama_family_configs_equal_transformers(arch):
+    from transformers import MistralConfig, Qwen2Config
+    common = dict(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=6,
+                  num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, initializer_range=0.2)
+    if arch == "qwen2":
+        config = Qwen2Config(**common, rope_theta=1000.0, tie_word_embeddings=True)
+    elif arch == "mistral":
+        config = MistralConfig(**common, rope_theta=1000.0, sliding_window=None)
+    else:
+        config = tiny_llama_config(**common, tie_word_embeddings=True, head_dim=16)
+    hf = random_hf_model(config, seed=3)
+    if arch == "qwen2":   # the random init leaves biases at zero; make them matter
+        with torch.no_grad():
+            for name, p in hf.named_parameters():
+                if name.endswith("bias"):
+                    p.normal_(0, 0.5)
+    decoder = convert_hf(hf)
+    assert decoder.cfg.attn_bias == (arch == "qwen2")
+    lm = LessonModel(decoder, tiny_tokenizer_view(), name=arch)
+    ids = random_ids(lm, seed=4, n_pos=10)
+    ref = hf_forward(hf, ids)
+    run = lm.run(ids, names=[f"blocks.{L}.attn.hook_pattern" for L in range(2)])
+    torch.testing.assert_close(run.logits, ref.logits, atol=ATOL, rtol=1e-5)
+    for L in range(2):
+        torch.testing.assert_close(run.cache[f"blocks.{L}.attn.hook_pattern"], ref.attentions[L], atol=ATOL, rtol=1e-5)
+
+
+def test_unsupported_checkpoint_features_are_refused():
+    for overrides in (dict(attention_bias=True), dict(mlp_bias=True), dict(hidden_act="gelu"),
+                      dict(rope_parameters={"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0})):
+        hf = random_hf_model(tiny_llama_config(**overrides))
+        with pytest.raises(NotImplementedError):
+            convert_hf(hf)
+
+
+# --------------------------------------------------------------------------- the two attention paths
+
+def test_explicit_attention_equals_fused_sdpa(tiny):
+    _, lm = tiny
+    ids = random_ids(lm, seed=5, n_pos=16)
+    z_names = [f"blocks.{L}.attn.hook_z" for L in range(lm.cfg.n_layers)]
+    fused = lm.run(ids, names=z_names)                                        # nobody asks for the pattern
+    explicit = lm.run(ids, names=z_names + ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_attn_scores"])
+    torch.testing.assert_close(explicit.logits, fused.logits, atol=ATOL, rtol=1e-5)
+    for name in z_names:
+        torch.testing.assert_close(explicit.cache[name], fused.cache[name], atol=ATOL, rtol=1e-5)
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["sdpa", "explicit"])
+def test_kv_cache_forward_equals_full_forward(tiny, explicit):
+    _, lm = tiny
+    ids = random_ids(lm, batch=2, seed=6, n_pos=11)
+    names = [f"blocks.{L}.attn.hook_pattern" for L in range(lm.cfg.n_layers)] if explicit else []
+    with torch.inference_mode():
+        full = lm.decoder(ids, Hooks(names))
+        cache = KVCache(lm.cfg.n_layers)
+        pieces = [lm.decoder(ids[:, :4], Hooks(names), kv_cache=cache)]     # a prompt of 4, then one at a time
+        for i in range(4, ids.shape[1]):
+            hooks = Hooks(names)
+            pieces.append(lm.decoder(ids[:, i:i + 1], hooks, kv_cache=cache))
+            if explicit:   # the new query row attends over every stored key
+                assert hooks.cache["blocks.0.attn.hook_pattern"].shape[-2:] == (1, i + 1)
+    assert len(cache) == ids.shape[1]
+    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=ATOL, rtol=1e-5)
+    cache.crop(5)
+    assert len(cache) == 5 and cache.keys[1].shape[1] == 5
+
+
+# --------------------------------------------------------------------------- hooks: captures
+
+def test_hook_shapes_follow_the_table(tiny):
+    _, lm = tiny
+    cfg = lm.cfg
+    batch, n_pos = 2, 7
+    run = lm.run(random_ids(lm, batch=batch, n_pos=n_pos), names=None)
+    assert list(run.cache) == lm.hook_names(), "names=None captures every hook point, in forward order"
+    d, h, kv, dh, ff = cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.d_head, cfg.d_ff
+    expected = {"hook_embed": (batch, n_pos, d), "ln_final.hook_scale": (batch, n_pos, 1),
+                "ln_final.hook_normalized": (batch, n_pos, d)}
+    for L in range(cfg.n_layers):
+        b = f"blocks.{L}"
+        expected |= {f"{b}.hook_resid_pre": (batch, n_pos, d), f"{b}.hook_resid_mid": (batch, n_pos, d),
+                     f"{b}.hook_resid_post": (batch, n_pos, d), f"{b}.hook_attn_out": (batch, n_pos, d),
+                     f"{b}.hook_mlp_out": (batch, n_pos, d),
+                     f"{b}.ln1.hook_scale": (batch, n_pos, 1), f"{b}.ln2.hook_scale": (batch, n_pos, 1),
+                     f"{b}.ln1.hook_normalized": (batch, n_pos, d), f"{b}.ln2.hook_normalized": (batch, n_pos, d),
+                     f"{b}.attn.hook_q": (batch, n_pos, h, dh), f"{b}.attn.hook_rot_q": (batch, n_pos, h, dh),
+                     f"{b}.attn.hook_k": (batch, n_pos, kv, dh), f"{b}.attn.hook_rot_k": (batch, n_pos, kv, dh),
+                     f"{b}.attn.hook_v": (batch, n_pos, kv, dh),
+                     f"{b}.attn.hook_attn_scores": (batch, h, n_pos, n_pos),
+                     f"{b}.attn.hook_pattern": (batch, h, n_pos, n_pos),
+                     f"{b}.attn.hook_z": (batch, n_pos, h, dh), f"{b}.attn.hook_result": (batch, n_pos, h, d),
+                     f"{b}.mlp.hook_pre": (batch, n_pos, ff), f"{b}.mlp.hook_pre_linear": (batch, n_pos, ff),
+                     f"{b}.mlp.hook_post": (batch, n_pos, ff)}
+    assert {k: tuple(v.shape) for k, v in run.cache.items()} == expected
+    assert run.logits.shape == (batch, n_pos, cfg.vocab_size)
+
+
+def test_names_select_what_is_captured(tiny):
+    _, lm = tiny
+    ids = random_ids(lm, n_pos=5)
+    assert lm.run(ids, names=[]).cache == {}
+    chosen = ["blocks.1.attn.hook_result", "hook_embed", "blocks.0.mlp.hook_post"]
+    run = lm.run(ids, names=chosen)
+    assert set(run.cache) == set(chosen)
+    full = lm.run(ids, names=None)
+    for name in chosen:
+        torch.testing.assert_close(run.cache[name], full.cache[name], atol=ATOL, rtol=1e-5)
+    torch.testing.assert_close(run.logits, full.logits, atol=ATOL, rtol=1e-5)
+
+
+def test_unknown_hook_names_raise(tiny):
+    _, lm = tiny
+    with pytest.raises(KeyError, match="blocks.9.attn.hook_z"):
+        lm.run([1, 2, 3], names=["blocks.9.attn.hook_z"])
+    with pytest.raises(KeyError, match="hook_nope"):
+        lm.run([1, 2, 3], hooks={"blocks.0.attn.hook_nope": lambda t: t})
+    with pytest.raises(KeyError):
+        lm.run([1, 2, 3], names="hook_embed")   # a bare string is not a list of names
+
+
+def test_inputs_as_string_list_and_tensor_agree(tiny):
+    _, lm = tiny
+    text = "the cat sat on the mat"
+    ids = lm.encode(text)
+    a = lm.run(text, names=[]).logits
+    for x in (ids, torch.tensor(ids), torch.tensor([ids])):
+        torch.testing.assert_close(lm.run(x, names=[]).logits, a, atol=0, rtol=0)
+    with pytest.raises(ValueError):
+        lm.run([], names=[])
+    with pytest.raises(ValueError):
+        lm.run([lm.cfg.vocab_size], names=[])
+
+
+def test_batch_rows_are_independent(tiny):
+    _, lm = tiny
+    ids = random_ids(lm, batch=3, n_pos=9, seed=7)
+    batched = lm.run(ids, names=None)
+    for row in range(3):
+        alone = lm.run(ids[row:row + 1], names=None)
+        torch.testing.assert_close(batched.logits[row:row + 1], alone.logits, atol=ATOL, rtol=1e-5)
+        torch.testing.assert_close(batched.cache["blocks.1.attn.hook_pattern"][row:row + 1],
+                                   alone.cache["blocks.1.attn.hook_pattern"], atol=ATOL, rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- hooks: interventions
+
+def test_zeroing_one_head_equals_the_manual_computation(tiny):
+    _, lm = tiny
+    cfg = lm.cfg
+    layer, head = 1, 2
+    ids = random_ids(lm, batch=1, n_pos=10, seed=8)
+    name = f"blocks.{layer}.attn.hook_z"
+
+    def zero_head(z):                        # [batch, pos, n_heads, d_head]
+        return z.index_fill(2, torch.tensor([head]), 0.0)
+
+    clean = lm.run(ids, names=None)
+    ablated = lm.run(ids, names=None, hooks={name: zero_head})
+    assert (ablated.cache[name][:, :, head] == 0).all(), "the capture sees the replaced tensor"
+    assert not torch.allclose(ablated.logits, clean.logits, atol=1e-3)
+
+    # By hand: the attention output is the clean z with that head zeroed, through W_O ...
+    z = clean.cache[name].clone()
+    z[:, :, head] = 0
+    W_O = lm.decoder.blocks[layer].attn.W_O
+    attn_out = z.reshape(1, 10, cfg.n_heads * cfg.d_head) @ W_O
+    torch.testing.assert_close(ablated.cache[f"blocks.{layer}.hook_attn_out"], attn_out, atol=ATOL, rtol=1e-5)
+    # ... which is the clean attention output minus that head's write ...
+    torch.testing.assert_close(attn_out, clean.cache[f"blocks.{layer}.hook_attn_out"]
+                               - clean.cache[f"blocks.{layer}.attn.hook_result"][:, :, head], atol=ATOL, rtol=1e-5)
+    assert (ablated.cache[f"blocks.{layer}.attn.hook_result"][:, :, head] == 0).all()
+    # ... and the rest of the network (the last block's MLP, the final norm, the unembedding) follows.
+    block = lm.decoder.blocks[layer]
+    with torch.inference_mode():
+        resid_mid = clean.cache[f"blocks.{layer}.hook_resid_pre"] + attn_out
+        resid_post = resid_mid + block.mlp(block.ln2(resid_mid, Hooks(()), "x"), Hooks(()), "x")
+        logits = lm.decoder.ln_final(resid_post, Hooks(()), "x") @ lm.decoder.W_U
+    torch.testing.assert_close(ablated.logits, logits, atol=ATOL, rtol=1e-5)
+
+
+def test_hooks_replace_and_observe(tiny):
+    _, lm = tiny
+    ids = random_ids(lm, batch=1, n_pos=6, seed=9)
+    seen = {}
+
+    def observe(x):                          # returns None: the tensor is kept
+        seen["shape"] = tuple(x.shape)
+
+    clean = lm.run(ids, names=[])
+    observed = lm.run(ids, names=[], hooks={"blocks.0.mlp.hook_post": observe})
+    assert seen["shape"] == (1, 6, lm.cfg.d_ff)
+    torch.testing.assert_close(observed.logits, clean.logits, atol=0, rtol=0)
+
+    # Replace the last residual stream: the logits are the unembedding of its normalized form.
+    last = f"blocks.{lm.cfg.n_layers - 1}.hook_resid_post"
+    new_resid = torch.randn(1, 6, lm.cfg.d_model)
+    patched = lm.run(ids, names=["ln_final.hook_normalized"], hooks={last: lambda _: new_resid})
+    with torch.inference_mode():
+        expected = lm.decoder.ln_final(new_resid, Hooks(()), "x") @ lm.decoder.W_U
+    torch.testing.assert_close(patched.logits, expected, atol=ATOL, rtol=1e-5)
+
+    # Hooking the pattern (forces the explicit path) and scaling it changes z accordingly.
+    doubled = lm.run(ids, names=["blocks.0.attn.hook_z"], hooks={"blocks.0.attn.hook_pattern": lambda p: 2 * p})
+    normal = lm.run(ids, names=["blocks.0.attn.hook_z"])
+    torch.testing.assert_close(doubled.cache["blocks.0.attn.hook_z"], 2 * normal.cache["blocks.0.attn.hook_z"],
+                               atol=ATOL, rtol=1e-5)
+
+
+def test_hooks_are_per_call_and_leave_the_model_untouched(tiny):
+    _, lm = tiny
+    ids = random_ids(lm, batch=1, n_pos=6, seed=10)
+    before = {k: v.clone() for k, v in lm.decoder.state_dict().items()}
+    clean = lm.run(ids, names=[])
+    lm.run(ids, hooks={"blocks.0.hook_resid_post": lambda x: x * 0})
+    again = lm.run(ids, names=[])
+    torch.testing.assert_close(again.logits, clean.logits, atol=0, rtol=0)
+    for k, v in lm.decoder.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    assert not any(p.requires_grad for p in lm.decoder.parameters())
+
+
+def test_param_counts_add_up(tiny):
+    _, lm = tiny
+    counts = lm.param_counts()
+    assert counts["total"] == sum(p.numel() for p in lm.decoder.parameters())
+    assert counts["unembedding"] == lm.cfg.d_model * lm.cfg.vocab_size   # untied in the tiny config
+
+
+def test_decoder_source_is_readable():
+    """decoder.py is shown to learners: every tensor line in the forward passes says its shape."""
+    import inspect
+    from lesson_model import decoder
+    src = inspect.getsource(decoder)
+    assert "import streamlit" not in src and "plotly" not in src
+    for cls in (decoder.Attention, decoder.MLP, decoder.RMSNorm, decoder.Block, decoder.Decoder):
+        assert "[batch, pos" in inspect.getsource(cls.forward), cls.__name__
