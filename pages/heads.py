@@ -1,5 +1,229 @@
-"""Lesson: heads (placeholder until its lesson lands; see docs/PAGES.md)."""
+"""Lesson 5: multi-head attention, grouped-query attention and the KV cache.
 
-from ui.lesson import coming_soon
+All heads of a layer side by side; a layer x head map coloured by a measure computed on
+this prompt (click a square to open that head); every head reads the whole vector; GQA
+drawn from the real shapes, with the heads of one group using the same keys; a KV cache
+memory calculator."""
 
-coming_soon("heads")
+from collections import Counter
+
+import streamlit as st
+import torch
+
+from lesson_model.analysis import attention as A
+from lesson_model.analysis import heads as H
+from lesson_model.analysis import kv_memory as K
+from lesson_model.decoder import Attention, KVCache
+from ui import figures_heads as F
+from ui import state, theme
+from ui.figures_attention import pattern_figure
+from ui.lesson import Lesson
+from ui.text import code_span
+from ui.tokens import axis_labels, label, position_label
+
+CAP = 64
+PRESETS = ["this", *K.PRESETS]          # "this" = the loaded model
+DTYPES = ["fp32", "fp16", "int8"]
+VARIANTS = ["actual", "MHA", "MQA"]
+CTX_MAX = 1_048_576
+
+page = Lesson("heads")
+page.header()
+lm = page.model()
+cfg = lm.cfg
+tokens = page.tokens(lm, cap=CAP)
+n = len(tokens)
+labels = axis_labels(tokens)
+plain = [label(tok) for tok in tokens]
+repeats = Counter(plain)
+run = page.run(lm, tokens, names=A.capture_names(cfg.n_layers))   # shared with the attention lesson
+
+
+def md_tok(i: int) -> str:
+    return code_span(f"{plain[i]} ({i})" if repeats[plain[i]] > 1 else plain[i])
+
+
+def head_name(layer: int, head: int) -> str:
+    return f"{layer}.{head}"
+
+
+def open_from_chart() -> None:
+    """on_select of the overview: open the clicked head."""
+    points = st.session_state["overview"].selection.points
+    if points:
+        layer, head = points[0]["customdata"][:2]
+        state.set_value("layer", int(layer))
+        state.set_value("head", int(head))
+
+
+@st.cache_data(max_entries=64, show_spinner=False)
+def measured_kv_bytes(_lm, ids: tuple[int, ...]) -> tuple[int, int]:
+    """Run one generation step on the prompt with the KV cache; (positions, bytes) it holds."""
+    step = next(iter(_lm.generate_steps(list(ids), max_new_tokens=1, temperature=0)))
+    return step.kv_positions, step.kv_bytes
+
+
+measures = H.head_measures(lm, run)                  # {measure: [n_layers, n_heads]}
+has_repeats = bool(H.induction_targets(H.run_ids(run)))
+
+# --- 1. every head of one layer --------------------------------------------------------------
+st.subheader(page.t("grid_title"), anchor=False)
+page.prose("grid")
+figure_area, controls = page.columns()
+with controls:
+    measure = state.url_choice("measure", page.t("measure_label"), list(H.MEASURES), "previous",
+                               format_func=lambda m: page.t(f"fig.measure.{m}"), help=page.t("measure_help"))
+    layer = state.url_int("layer", page.t("layer_label"), 0, cfg.n_layers - 1, 0, help=page.t("layer_help"))
+    head = state.url_int("head", page.t("head_label"), 0, cfg.n_heads - 1, 0, help=page.t("head_help"))
+    st.caption(page.t(f"measure_about.{measure}"))
+grid = measures[measure]
+patterns = run.cache[f"blocks.{layer}.attn.hook_pattern"][0]          # [n_heads, q, k]
+with figure_area:
+    theme.plot(F.layer_grid_figure(patterns.tolist(), layer, cfg.group_size, grid[layer].tolist(), measure, head,
+                                   labels, page.t),
+               key="grid_chart", height=260 * (cfg.n_heads // cfg.group_size) + 60)
+    st.caption(page.t("grid_caption", group=cfg.group_size))
+
+# --- 2. the layer x head map -------------------------------------------------------------------
+st.subheader(page.t("overview_title"), anchor=False)
+page.prose("overview")
+if measure == "induction" and not has_repeats:
+    st.info(page.t("no_repeats"), icon=":material/info:")
+left, right = st.columns([2, 3], gap="medium")
+with left:
+    overview = F.overview_figure(grid.tolist(), measure, (layer, head), page.t,
+                                 page.t("fig.overview_title", measure=page.t(f"fig.measure.{measure}")))
+    st.plotly_chart(theme.style(overview, height=80 + 24 * cfg.n_layers), key="overview", theme=None,
+                    width="stretch", on_select=open_from_chart, selection_mode="points",
+                    config={"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]})
+    st.caption(page.t("overview_caption"))
+with right:
+    pattern = patterns[head]
+    theme.plot(pattern_figure(pattern.tolist(), labels, None,
+                              page.t("fig.open_title", head=head_name(layer, head),
+                                     value=F.fmt_measure(measure, float(grid[layer, head])),
+                                     measure=page.t(f"fig.measure.{measure}")), page.t),
+               key="open_chart", height=260 + 16 * n)
+
+# --- 3. every head reads the whole vector ---------------------------------------------------------
+st.subheader(page.t("whole_title", d=cfg.d_model), anchor=False)
+page.prose("whole")
+st.graphviz_chart(F.projection_dot(cfg, page.t, theme.font_family().split(",")[0]), width="stretch")
+share = H.query_weight_slices(lm, layer)                             # [n_heads, n_chunks]
+feeding = H.inputs_feeding_head(lm, layer)                           # [n_heads]
+left, right = st.columns([3, 2], gap="medium")
+with left:
+    theme.plot(F.slices_figure(share.tolist(), cfg.d_head, page.t), key="slices_chart", height=460)
+with right:
+    st.markdown(page.t("shapes", d=cfg.d_model, q=cfg.n_heads * cfg.d_head, h=cfg.n_heads, dh=cfg.d_head,
+                       layer=layer))
+    st.markdown(page.t("slices_facts", layer=layer, d=cfg.d_model, lo=f"{float(share.min()):.0%}",
+                       hi=f"{float(share.max()):.0%}", even=f"{1 / share.shape[1]:.0%}"))
+    if int(feeding.min()) < cfg.d_model:
+        st.markdown(page.t("slices_partial", layer=layer, min=int(feeding.min()), d=cfg.d_model))
+
+# --- 4. grouped-query attention ----------------------------------------------------------------------
+st.subheader(page.t("gqa_title", h=cfg.n_heads, kv=cfg.n_kv_heads), anchor=False)
+page.prose("gqa")
+group = head // cfg.group_size
+members = list(range(group * cfg.group_size, (group + 1) * cfg.group_size))
+st.graphviz_chart(F.gqa_dot(cfg.n_heads, cfg.n_kv_heads, head, page.t, theme.font_family().split(",")[0]),
+                  width="stretch")
+left, right = st.columns([2, 3], gap="medium")
+with left:
+    W = lm.decoder.blocks[layer].attn
+    st.markdown(page.t("gqa_shapes", wq=f"{tuple(W.W_Q.shape)}", wk=f"{tuple(W.W_K.shape)}",
+                       wv=f"{tuple(W.W_V.shape)}", h=cfg.n_heads, kv=cfg.n_kv_heads, g=cfg.group_size))
+    query = state.url_int("pos", page.t("query_label"), 0, n - 1, n - 1, widget="select",
+                          format_func=lambda i: position_label(tokens, i), help=page.t("query_help"))
+with right:
+    group_weights = [run.cache[f"blocks.{layer}.attn.hook_pattern"][0, h, query, : query + 1] for h in members]
+    theme.plot(F.group_weights_figure([w.tolist() for w in group_weights], members, layer, labels[: query + 1],
+                                      page.t, page.t("fig.group_title", g=group, layer=layer,
+                                                     query=labels[query])),
+               key="group_chart", height=420)
+keys = run.cache[f"blocks.{layer}.attn.hook_rot_k"][0, :, group]              # [pos, d_head] one K head
+qs = run.cache[f"blocks.{layer}.attn.hook_rot_q"][0, query, members]          # [group, d_head]
+shared_scores = qs @ keys[: query + 1].T / cfg.d_head ** 0.5                  # [group, pos]
+same_keys_check = max(float((torch.softmax(shared_scores[i], -1) - group_weights[i]).abs().max())
+                      for i in range(len(members)))
+st.caption(page.t("gqa_check", heads=", ".join(head_name(layer, h) for h in members), g=group,
+                  err=f"{same_keys_check:.1e}"))
+
+# --- 5. the KV cache and its memory -------------------------------------------------------------------
+st.subheader(page.t("kv_title"), anchor=False)
+page.prose("kv")
+this = K.shape_of(cfg, lm.name)
+shapes = {"this": this, **K.PRESETS}
+figure_area, controls = page.columns()
+with controls:
+    preset = state.url_choice("preset", page.t("preset_label"), PRESETS, "this",
+                              format_func=lambda p: shapes[p].name)
+    variant = state.url_choice("kv", page.t("variant_label"), VARIANTS, "actual", widget="radio",
+                               format_func=lambda v: page.t(f"variant.{v}"), help=page.t("variant_help"))
+    dtype = state.url_choice("dtype", page.t("dtype_label"), DTYPES, "fp16", widget="segmented",
+                             help=page.t("dtype_help"))
+    context = state.url_int("ctx", page.t("ctx_label"), 1, CTX_MAX, 4096, widget="number", help=page.t("ctx_help"))
+chosen = K.variants(shapes[preset])[variant]
+per_token = K.kv_bytes_per_token(chosen, dtype)
+total = K.kv_bytes(chosen, context, dtype)
+with figure_area:
+    cols = st.columns(3)
+    cols[0].metric(page.t("per_token"), "{:.4g} {}".format(*K.human_bytes(per_token)))
+    cols[1].metric(page.t("for_context", n=f"{context:,}"), "{:.4g} {}".format(*K.human_bytes(total)))
+    cols[2].metric(page.t("kv_heads_metric"), f"{chosen.n_kv_heads} / {chosen.n_heads}",
+                   help=page.t("kv_heads_metric_help"))
+    st.markdown(page.t("formula", name=chosen.name, layers=chosen.n_layers, kv=chosen.n_kv_heads, dh=chosen.d_head,
+                       b=f"{K.bytes_per_value(dtype):g}", bytes=f"{per_token:,.0f}"))
+    contexts = sorted({int(round(2 ** (e / 4))) for e in range(28, 81)} | {context})
+    series = []
+    for colour, key in zip(theme.OKABE_ITO, PRESETS):
+        s = shapes[key]
+        series.append((f"{s.name} ({s.kind} {s.n_heads}/{s.n_kv_heads})",
+                       [K.kv_bytes(s, c, dtype) / 2**30 for c in contexts], colour, "solid"))
+    if variant != "actual":
+        series.append((page.t("fig.what_if", name=chosen.name, kind=chosen.kind),
+                       [K.kv_bytes(chosen, c, dtype) / 2**30 for c in contexts], "#000000", "dash"))
+    theme.plot(F.kv_memory_figure(series, contexts, context, page.t), key="kv_chart", height=460)
+positions, measured = measured_kv_bytes(lm, tuple(tok.id for tok in tokens))
+st.caption(page.t("kv_measured", n=positions, bytes=f"{measured:,}",
+                  per=f"{K.kv_bytes_per_token(this, 'fp32'):,.0f}"))
+
+# --- What to notice --------------------------------------------------------------------------------------
+prev = H.top_heads(measures["previous"], 1)[0]
+sink = H.top_heads(measures["sink"], 1)[0]
+flat = H.top_heads(measures["entropy"], 1)[0]
+sharp = H.top_heads(measures["entropy"], 1, largest=False)[0]
+n_sinks = int((measures["sink"] > 0.5).sum())
+observations = [
+    page.t("notice.previous", head=head_name(*prev[:2]), pct=f"{prev[2]:.0%}"),
+    page.t("notice.sink", head=head_name(*sink[:2]), pct=f"{sink[2]:.0%}", first=md_tok(0), count=n_sinks,
+           total=cfg.n_layers * cfg.n_heads),
+    page.t("notice.entropy", flat=head_name(*flat[:2]), e1=f"{flat[2]:.2f}", sharp=head_name(*sharp[:2]),
+           e2=f"{sharp[2]:.2f}"),
+]
+if has_repeats:
+    ind = H.top_heads(measures["induction"], 1)[0]
+    observations.append(page.t("notice.induction", head=head_name(*ind[:2]), pct=f"{ind[2]:.0%}"))
+else:
+    observations.append(page.t("notice.no_induction"))
+w0, w1 = group_weights[0], group_weights[1]
+observations.append(page.t("notice.group", a=head_name(layer, members[0]), b=head_name(layer, members[1]),
+                           query=md_tok(query), ta=md_tok(int(w0.argmax())), pa=f"{float(w0.max()):.0%}",
+                           tb=md_tok(int(w1.argmax())), pb=f"{float(w1.max()):.0%}"))
+llama = K.PRESETS["llama2_70b"]
+observations.append(page.t("notice.kv", name=chosen.name, per="{:.4g} {}".format(*K.human_bytes(per_token)),
+                           n=f"{context:,}", total="{:.4g} {}".format(*K.human_bytes(total)),
+                           ratio=f"{K.kv_bytes_per_token(llama.with_kv_heads(llama.n_heads)) / K.kv_bytes_per_token(llama):.0f}"))
+third = cfg.n_layers // 3
+early, late = measures["sink"][:third].mean(), measures["sink"][-third:].mean()
+observations.append(page.t("notice.depth", a=f"{float(early):.0%}", b=f"{float(late):.0%}", k=third - 1,
+                           m=cfg.n_layers - third, last=cfg.n_layers - 1))
+page.notice(observations)
+page.try_this()
+
+fp16 = K.kv_bytes_per_token(this, "fp16")
+page.math(page.t("math_example", layers=cfg.n_layers, kv=cfg.n_kv_heads, dh=cfg.d_head, fp16=f"{fp16:,.0f}",
+                 ctx=f"{cfg.max_position:,}", total="{:.4g} {}".format(*K.human_bytes(fp16 * cfg.max_position)),
+                 mha=f"{K.kv_bytes_per_token(this.with_kv_heads(cfg.n_heads), 'fp16'):,.0f}", h=cfg.n_heads))
+page.code(Attention.forward, KVCache, H.head_measures, K.kv_bytes_per_token)

@@ -106,10 +106,10 @@ def weighted_sum_figure(weighted: Sequence[Sequence[float]], z: Sequence[float],
     return fig
 
 
-def pattern_figure(pattern: Sequence[Sequence[float]], labels: list[str], query: int, title: str,
+def pattern_figure(pattern: Sequence[Sequence[float]], labels: list[str], query: int | None, title: str,
                    tr: Tr) -> go.Figure:
     """The whole pattern of one head: query (rows) x key (columns), the chosen query's row
-    outlined. The upper triangle is empty: the causal mask."""
+    outlined (none if query is None). The upper triangle is empty: the causal mask."""
     n = len(labels)
     z = [[float(pattern[i][j]) if j <= i else None for j in range(n)] for i in range(n)]
     fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1,
@@ -117,9 +117,10 @@ def pattern_figure(pattern: Sequence[Sequence[float]], labels: list[str], query:
                                              thickness=14),
                                hovertemplate=(f"{tr('fig.queries_axis')}: %{{y}}<br>{tr('fig.keys_axis')}: %{{x}}<br>"
                                               f"{tr('fig.weight')}: %{{z:.1%}}<extra></extra>")))
-    fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=query - 0.5, y1=query + 0.5,
-                  line=dict(color=QUERY_COLOUR, width=3))
-    fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if n > 10 else 0)
+    if query is not None:
+        fig.add_shape(type="rect", x0=-0.5, x1=query + 0.5, y0=query - 0.5, y1=query + 0.5,
+                      line=dict(color=QUERY_COLOUR, width=3))
+    fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if n > 6 else 0)
     fig.update_yaxes(type="category", autorange="reversed", title=tr("fig.queries_axis"))
     fig.update_layout(title=title)
     return fig

@@ -24,6 +24,15 @@ def head_measure_names(n_layers: int) -> list[str]:
     return [f"blocks.{layer}.attn.hook_pattern" for layer in range(n_layers)]
 
 
+def run_ids(run) -> list[int]:
+    """The token ids of a run's first sequence, whether ``run.ids`` is a [batch, pos]
+    tensor (lesson_model.Run) or a plain tuple of ids (the app's cached run)."""
+    ids = run.ids
+    if isinstance(ids, torch.Tensor):
+        return (ids[0] if ids.dim() == 2 else ids).tolist()
+    return [int(i) for i in ids]
+
+
 def stacked_patterns(run, n_layers: int) -> torch.Tensor:
     """[n_layers, n_heads, q_pos, k_pos] for batch element 0 (float32)."""
     return torch.stack([run.cache[f"blocks.{layer}.attn.hook_pattern"][0].float() for layer in range(n_layers)])
@@ -87,7 +96,7 @@ def induction_score_on(patterns: torch.Tensor, ids) -> torch.Tensor:
 def head_measures(lm, run) -> dict[str, torch.Tensor]:
     """Every measure in MEASURES for every head: {name: [n_layers, n_heads]}."""
     patterns = stacked_patterns(run, lm.cfg.n_layers)                  # [L, H, q, k]
-    ids = run.ids[0].tolist()
+    ids = run_ids(run)
     return {
         "previous": previous_token_score(patterns),
         "sink": sink_score(patterns),

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .heads import induction_targets
+from .heads import induction_targets, run_ids
 
 
 def random_repeated_tokens(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0) -> torch.Tensor:
@@ -203,7 +203,7 @@ class RepeatSite:
 def repeat_sites(lm, run) -> list[RepeatSite]:
     """Every position of the run whose token occurred earlier, with each head's attention
     to the token(s) right after the earlier occurrence(s). Needs every layer's hook_pattern."""
-    ids = run.ids[0].tolist()
+    ids = run_ids(run)
     patterns = torch.stack([run.cache[f"blocks.{layer}.attn.hook_pattern"][0].float()
                             for layer in range(lm.cfg.n_layers)])     # [L, H, q, k]
     sites = []

@@ -1,0 +1,178 @@
+"""Figures for the multi-head / GQA / KV cache lesson (pages/heads.py). Builders take plain
+numbers, escaped labels and ``tr`` (the page's translation function)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ui import theme
+
+Tr = Callable[..., str]
+SELECTED = theme.OKABE_ITO[3]     # vermillion outline: the open head
+GREY = "#9ca3af"
+
+
+def fmt_measure(measure: str, value: float) -> str:
+    """A measure's value as text: entropy in bits, the others as a percentage."""
+    if value != value:   # NaN
+        return "–"
+    return f"{value:.2f}" if measure == "entropy" else f"{value:.0%}"
+
+
+def layer_grid_figure(patterns: Sequence, layer: int, group_size: int, values: Sequence[float], measure: str,
+                      selected_head: int, labels: list[str], tr: Tr) -> go.Figure:
+    """All heads of one layer as small patterns, one row per K/V group (heads in a row
+    share keys and values), each titled with the chosen measure."""
+    n_heads = len(patterns)
+    rows = math.ceil(n_heads / group_size)
+    titles = [tr("fig.small_title", head=f"{layer}.{h}", value=fmt_measure(measure, float(values[h])))
+              for h in range(n_heads)]
+    fig = make_subplots(rows=rows, cols=group_size, subplot_titles=titles, horizontal_spacing=0.04,
+                        vertical_spacing=0.09, row_titles=[tr("fig.group_row", g=g) for g in range(rows)])
+    n = len(labels)
+    hover = (f"{tr('fig.queries_axis')}: %{{y}}<br>{tr('fig.keys_axis')}: %{{x}}<br>"
+             f"{tr('fig.weight')}: %{{z:.1%}}<extra></extra>")
+    for h, pattern in enumerate(patterns):
+        row, col = h // group_size + 1, h % group_size + 1
+        z = [[float(pattern[i][j]) if j <= i else None for j in range(n)] for i in range(n)]
+        fig.add_trace(go.Heatmap(z=z, x=labels, y=labels, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1,
+                                 showscale=False, hovertemplate=hover), row, col)
+        if h == selected_head:
+            axis = "" if h == 0 else str(h + 1)
+            fig.add_shape(type="rect", xref=f"x{axis} domain", yref=f"y{axis} domain", x0=-0.02, x1=1.02,
+                          y0=-0.02, y1=1.02, line=dict(color=SELECTED, width=4))
+    fig.update_xaxes(type="category", showticklabels=False, showgrid=False)
+    fig.update_yaxes(type="category", showticklabels=False, autorange="reversed", showgrid=False)
+    fig.update_annotations(font_size=15)
+    return fig
+
+
+def overview_figure(grid: Sequence[Sequence[float]], measure: str, selected: tuple[int, int], tr: Tr,
+                    title: str) -> go.Figure:
+    """Layer x head, one square per head coloured by the measure; clickable (the page
+    passes on_select), the open head outlined."""
+    n_layers, n_heads = len(grid), len(grid[0])
+    xs, ys, cs, custom, text = [], [], [], [], []
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            v = float(grid[layer][head])
+            xs.append(head)
+            ys.append(layer)
+            cs.append(v if v == v else None)
+            custom.append([layer, head])
+            text.append(fmt_measure(measure, v))
+    finite = [c for c in cs if c is not None]
+    cmax = max(finite) if finite and measure == "entropy" else 1.0
+    colour = dict(color=[c if c is not None else 0 for c in cs], colorscale=theme.SEQUENTIAL, cmin=0, cmax=cmax,
+                  colorbar=dict(title=dict(text=tr(f"fig.measure.{measure}"), side="right"), thickness=14,
+                                tickformat=".0%" if measure != "entropy" else None))
+    fig = go.Figure(go.Scatter(
+        x=xs, y=ys, mode="markers", customdata=custom, text=text,
+        marker=dict(symbol="square", size=22, line=dict(width=0), **colour),
+        hovertemplate=f"{tr('fig.head_word')} %{{y}}.%{{x}}: %{{text}}<extra></extra>"))
+    layer, head = selected
+    fig.add_scatter(x=[head], y=[layer], mode="markers", hoverinfo="skip", showlegend=False,
+                    marker=dict(symbol="square-open", size=28, line=dict(color=SELECTED, width=3)))
+    fig.update_xaxes(title=tr("fig.head_axis"), tickmode="linear", dtick=1, range=[-0.6, n_heads - 0.4],
+                     showgrid=False, zeroline=False)
+    fig.update_yaxes(title=tr("fig.layer_axis"), tickmode="linear", dtick=2, range=[n_layers - 0.4, -0.6],
+                     showgrid=False, zeroline=False)
+    fig.update_layout(title=title, showlegend=False, clickmode="event+select", dragmode=False)
+    return fig
+
+
+def slices_figure(share: Sequence[Sequence[float]], d_head: int, tr: Tr) -> go.Figure:
+    """heads x input chunks: the share of each head's W_Q that each chunk of d_head input
+    numbers carries. The "slicing" misconception predicts a bright diagonal."""
+    n_heads, n_chunks = len(share), len(share[0])
+    xs = [f"{c * d_head}–{(c + 1) * d_head - 1}" for c in range(n_chunks)]
+    ys = [str(h) for h in range(n_heads)]
+    fig = go.Figure(go.Heatmap(z=[[float(v) for v in row] for row in share], x=xs, y=ys, colorscale=theme.SEQUENTIAL,
+                               zmin=0, zmax=1, text=[[f"{float(v):.0%}" for v in row] for row in share],
+                               texttemplate="%{text}", textfont=dict(size=12),
+                               colorbar=dict(title=dict(text=tr("fig.share"), side="right"), tickformat=".0%",
+                                             thickness=12),
+                               hovertemplate=f"{tr('fig.head_word')} %{{y}}, %{{x}}: %{{z:.1%}}<extra></extra>"))
+    fig.update_xaxes(type="category", title=tr("fig.chunk_axis"), tickangle=-30)
+    fig.update_yaxes(type="category", autorange="reversed", title=tr("fig.qhead_axis"))
+    fig.update_layout(title=tr("fig.slices_title"))
+    return fig
+
+
+def group_weights_figure(weights: Sequence[Sequence[float]], heads: Sequence[int], layer: int, labels: list[str],
+                         tr: Tr, title: str) -> go.Figure:
+    """The query token's attention weights in each head of one K/V group: same keys,
+    different queries, different weights."""
+    fig = go.Figure()
+    for colour, head, w in zip(theme.OKABE_ITO, heads, weights):
+        fig.add_bar(x=labels, y=[float(v) for v in w], name=tr("fig.head_legend", head=f"{layer}.{head}"),
+                    marker_color=colour, hovertemplate="%{x}: %{y:.1%}<extra></extra>")
+    fig.update_layout(barmode="group", title=title,
+                      legend=dict(orientation="h", y=0.99, yanchor="top", x=0.99, xanchor="right",
+                                  bgcolor="rgba(255,255,255,0.8)"))
+    fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if len(labels) > 10 else 0)
+    fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, 1.05])
+    return fig
+
+
+def kv_memory_figure(series: Sequence[tuple[str, Sequence[float], str, str]], contexts: Sequence[int],
+                     context: int, tr: Tr) -> go.Figure:
+    """KV cache size (GiB) vs context length, one line per model (log-log)."""
+    fig = go.Figure()
+    for name, gib, colour, dash in series:
+        fig.add_scatter(x=list(contexts), y=list(gib), name=name, mode="lines", line=dict(color=colour, width=3,
+                                                                                              dash=dash),
+                        hovertemplate=f"{name}<br>%{{x:,}} {tr('fig.tokens_word')}: %{{y:.3g}} GiB<extra></extra>")
+    fig.add_vline(x=context, line=dict(color=GREY, dash="dot"),
+                  annotation_text=tr("fig.context_mark", n=f"{context:,}"), annotation_position="top left")
+    fig.update_xaxes(type="log", title=tr("fig.context_axis"))
+    fig.update_yaxes(type="log", title=tr("fig.memory_axis"))
+    fig.update_layout(title=tr("fig.memory_title"), legend=dict(orientation="h", y=-0.25, yanchor="top"))
+    return fig
+
+
+def _dot_header(font: str) -> list[str]:
+    return [
+        "bgcolor=transparent; nodesep=0.25; ranksep=0.45;",
+        f'node [shape=box style="rounded,filled" fillcolor="#f3f4f6" color="#6b7280" fontname="{font}" fontsize=14];',
+        f'edge [color="#6b7280" fontname="{font}" fontsize=12 arrowsize=0.6];',
+    ]
+
+
+def projection_dot(cfg, tr: Tr, font: str) -> str:
+    """The shapes of one attention layer, from the config: the whole vector x goes into
+    every head's projection; the heads' outputs are joined and W_O maps them back."""
+    q_cols, kv_cols = cfg.n_heads * cfg.d_head, cfg.n_kv_heads * cfg.d_head
+    lines = ["digraph proj {", "rankdir=LR;", *_dot_header(font)]
+    lines.append(f'x [label="{tr("dot.x", d=cfg.d_model)}" fillcolor="#dbeafe"];')
+    lines.append(f'wq [label="{tr("dot.wq", d=cfg.d_model, c=q_cols)}"];')
+    lines.append(f'wkv [label="{tr("dot.wkv", d=cfg.d_model, c=kv_cols)}"];')
+    lines.append(f'heads [label="{tr("dot.heads", h=cfg.n_heads, kv=cfg.n_kv_heads, d=cfg.d_head)}" '
+                 f'fillcolor="#fde7c8"];')
+    lines.append(f'concat [label="{tr("dot.concat", h=cfg.n_heads, d=cfg.d_head, c=q_cols)}"];')
+    lines.append(f'wo [label="{tr("dot.wo", c=q_cols, d=cfg.d_model)}"];')
+    lines.append(f'out [label="{tr("dot.out", d=cfg.d_model)}" fillcolor="#dbeafe"];')
+    lines += ["x -> wq; x -> wkv; wq -> heads; wkv -> heads; heads -> concat -> wo -> out;", "}"]
+    return "\n".join(lines)
+
+
+def gqa_dot(n_heads: int, n_kv_heads: int, selected: int, tr: Tr, font: str) -> str:
+    """Query heads (top) each wired to the K/V head of its group (bottom)."""
+    group = n_heads // n_kv_heads
+    colours = ["#cfe3f3", "#fbe3b8", "#c9eadf", "#f6d3c1", "#d9ecfa", "#f0d6e6", "#fbf6c2", "#e5e7eb"]
+    lines = ["digraph gqa {", "rankdir=TB; size=\"9,2.2\";", *_dot_header(font)]
+    lines.append("{ rank=same; " + " ".join(f"q{h};" for h in range(n_heads)) + " }")
+    lines.append("{ rank=same; " + " ".join(f"kv{g};" for g in range(n_kv_heads)) + " }")
+    for h in range(n_heads):
+        border = ' color="#D55E00" penwidth=3' if h == selected else ""
+        lines.append(f'q{h} [label="{tr("dot.qhead", h=h)}" fillcolor="{colours[(h // group) % 8]}"{border}];')
+    for g in range(n_kv_heads):
+        lines.append(f'kv{g} [label="{tr("dot.kvhead", g=g)}" fillcolor="{colours[g % 8]}"];')
+    for h in range(n_heads):
+        lines.append(f"q{h} -> kv{h // group} [dir=none];")
+    lines.append("}")
+    return "\n".join(lines)
