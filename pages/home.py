@@ -10,7 +10,7 @@ from lesson_model.sampling import next_token_distribution
 from ui import nav, state, theme
 from ui.i18n import t
 from ui.lesson import Lesson
-from ui.text import md_escape
+from ui.text import html_escape, md_escape
 from ui.tokens import axis_labels, label, md_label
 
 CAP = 256            # tokens of the prompt this page runs
@@ -24,40 +24,41 @@ lm = page.model()
 cfg = lm.cfg
 
 
-def dot_escape(text: str) -> str:
-    """Text for a quoted Graphviz label (line breaks kept)."""
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def loop_diagram() -> str:
-    """The decoder loop as Graphviz DOT, labels translated and sized from the model."""
-    def node(name: str, text: str, **attrs) -> str:
-        extra = "".join(f' {k}="{v}"' for k, v in attrs.items())
-        return f'{name} [label="{dot_escape(text)}"{extra}];'
-
+def loop_figure() -> go.Figure:
+    """The decoder loop: seven stages left to right, the block stack framed, and the
+    dashed arrow that appends the picked token and runs again."""
     stages = [
-        node("text", page.t("diagram.text")),
-        node("tokens", page.t("diagram.tokens")),
-        node("vectors", page.t("diagram.vectors", d_model=cfg.d_model)),
-        node("attn", page.t("diagram.attention"), fillcolor="#dbeafe"),
-        node("ffn", page.t("diagram.ffn"), fillcolor="#fde7c8"),
-        node("last", page.t("diagram.last")),
-        node("scores", page.t("diagram.scores", vocab=f"{cfg.vocab_size:,}")),
-        node("pick", page.t("diagram.pick")),
+        ("text", page.t("diagram.text"), "#f3f4f6"),
+        ("tokens", page.t("diagram.tokens"), "#f3f4f6"),
+        ("vectors", page.t("diagram.vectors", d_model=cfg.d_model), "#f3f4f6"),
+        ("attn", page.t("diagram.attention"), "#cfe3f3"),
+        ("ffn", page.t("diagram.ffn"), "#fbe3bf"),
+        ("scores", page.t("diagram.scores", vocab=f"{cfg.vocab_size:,}"), "#f3f4f6"),
+        ("pick", page.t("diagram.pick"), "#c9ede0"),
     ]
-    font = theme.font_family().split(",")[0]
-    return "\n".join([
-        "digraph loop {",
-        "rankdir=LR; bgcolor=transparent; nodesep=0.3; ranksep=0.35;",
-        f'node [shape=box style="rounded,filled" fillcolor="#f3f4f6" color="#6b7280" fontname="{font}" fontsize=15];',
-        f'edge [color="#6b7280" fontname="{font}" fontsize=13];',
-        *stages,
-        f'subgraph cluster_block {{ label="{dot_escape(page.t("diagram.block", n=cfg.n_layers))}"; '
-        f'style="rounded,dashed"; color="#0072B2"; fontname="{font}"; fontsize=14; attn; ffn; }}',
-        "text -> tokens -> vectors -> attn -> ffn -> last -> scores -> pick;",
-        f'pick -> tokens [label="{dot_escape(page.t("diagram.append"))}" constraint=false style=dashed color="#D55E00"];',
-        "}",
-    ])
+    half_w, half_h, grey = 0.43, 0.5, "#6b7280"
+    fig = go.Figure()
+    for x, (_, text, fill) in enumerate(stages):
+        fig.add_shape(type="rect", x0=x - half_w, x1=x + half_w, y0=-half_h, y1=half_h,
+                      fillcolor=fill, line=dict(color=grey, width=1.5), layer="below")
+        fig.add_annotation(x=x, y=0, text=html_escape(text).replace("\n", "<br>"), showarrow=False)
+        if x:
+            fig.add_annotation(x=x - half_w, y=0, ax=x - 1 + half_w, ay=0, xref="x", yref="y", axref="x",
+                               ayref="y", text="", showarrow=True, arrowhead=2, arrowwidth=1.5, arrowcolor=grey)
+    fig.add_shape(type="rect", x0=2.5, x1=4.5, y0=-0.68, y1=0.95, line=dict(color=theme.OKABE_ITO[0], dash="dash"))
+    fig.add_annotation(x=3.5, y=0.8, text=html_escape(page.t("diagram.block", n=cfg.n_layers)), showarrow=False,
+                       font=dict(color=theme.OKABE_ITO[0]))
+    back, last = theme.OKABE_ITO[3], len(stages) - 1
+    fig.add_shape(type="path", path=f"M {last},{-half_h} L {last},-0.95 L 1,-0.95", line=dict(color=back, dash="dash", width=2))
+    fig.add_annotation(x=1, y=-half_h, ax=1, ay=-0.95, xref="x", yref="y", axref="x", ayref="y", text="",
+                       showarrow=True, arrowhead=2, arrowwidth=2, arrowcolor=back)
+    fig.add_annotation(x=(last + 1) / 2, y=-1.2, text=html_escape(page.t("diagram.append")), showarrow=False,
+                       font=dict(color=back))
+    fig.update_xaxes(visible=False, range=[-0.5, len(stages) - 0.5], fixedrange=True)
+    fig.update_yaxes(visible=False, range=[-1.45, 1.05], fixedrange=True)
+    fig.update_layout(showlegend=False, hovermode=False, dragmode=False, margin=dict(l=0, r=0, t=0, b=0))
+    fig.update_annotations(font_size=theme.FONT_SIZE - 1)
+    return fig
 
 
 def param_figure(counts: dict[str, int]) -> go.Figure:
@@ -72,8 +73,9 @@ def param_figure(counts: dict[str, int]) -> go.Figure:
             textposition="inside", insidetextanchor="middle",
             hovertemplate=f"%{{x:.2f}} M · {share:.1%}<extra>{page.t(f'card.kind.{kind}')}</extra>",
         )
-    fig.update_layout(barmode="stack", showlegend=True, legend=dict(orientation="h", y=-0.35),
-                      title=page.t("card.chart_title", total=f"{total / 1e6:.1f}"))
+    fig.update_layout(barmode="stack", showlegend=True, title=page.t("card.chart_title", total=f"{total / 1e6:.1f}"),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.0, xanchor="right", x=1,
+                                  traceorder="normal"))
     fig.update_xaxes(title=page.t("card.axis"))
     return fig
 
@@ -105,13 +107,15 @@ def append_token(ids: tuple[int, ...], token_id: int) -> None:
 # --- 1. the loop -------------------------------------------------------------------------
 st.subheader(page.t("loop_title"), anchor=False)
 page.prose("loop")
-st.graphviz_chart(loop_diagram(), width="stretch")
+theme.plot(loop_figure(), key="loop_chart", height=250)
 st.caption(page.t("links_caption"))
-lessons = list(enumerate(nav.PAGES[1:], start=1))
-for row in range(0, len(lessons), 5):
-    for col, (number, lesson) in zip(st.columns(5), lessons[row:row + 5]):
-        col.page_link(nav.page_file(lesson), label=f"{number}. {t(f'nav.{lesson}')}",
-                      icon=nav.ICONS[lesson], help=t(f"about.{lesson}"))
+number = 0
+for col, (section, pages) in zip(st.columns(len(nav.SECTIONS) - 1), nav.SECTIONS[1:]):
+    col.markdown(f"**{t(f'nav.section.{section}')}**")
+    for lesson, icon in pages:
+        number += 1
+        col.page_link(nav.page_file(lesson), label=f"{number}. {t(f'nav.{lesson}')}", icon=icon,
+                      help=t(f"about.{lesson}"))
 
 # --- 2. the model card --------------------------------------------------------------------
 st.subheader(page.t("card.title", name=md_escape(lm.name)), anchor=False)

@@ -15,23 +15,14 @@ XSS = "<img src=x onerror=alert(1)>"
 
 
 def url_value(at, key):
-    """The URL parameter after the app's first run.
-
-    After a widget interaction AppTest reruns only the page, not app.py (a real browser
-    session reruns both), so the shell's sidebar and URL sync are not seen there: later
-    checks read the session's values (shared_prompt, claimed) and tests/browser/ checks
-    the real URL."""
+    """The app's URL parameter after the last run (None when absent)."""
     value = at.query_params.get(key)
     return value[-1] if isinstance(value, list) else value
 
 
-def shared_prompt(at):
-    return at.session_state["_url.prompt"]
-
-
-def claimed(at, key):
-    """What the page's control wrote for ``?key=`` (None: left out of the URL)."""
-    return at.session_state["_url_claims"].get(key)
+def chart(at, key: str) -> dict:
+    """The plotly JSON of the chart drawn with ``key``."""
+    return json.loads(next(c for c in at.get("plotly_chart") if c.key == key).proto.spec)
 
 
 def texts(at) -> list[str]:
@@ -60,7 +51,7 @@ def test_language_switch_in_sidebar(open_page):
     at.selectbox(key="language").select("zh-Hant").run()
     assert not at.exception
     assert at.title[0].value == i18n.catalog("zh-Hant")["nav.home"]
-    assert at.session_state["_lang"] == "zh-Hant"
+    assert url_value(at, "lang") == "zh-Hant"
 
 
 def test_default_prompt_follows_language_and_stays_out_of_url(open_page):
@@ -88,21 +79,21 @@ def test_empty_prompt_shows_a_hint_and_examples(open_page):
     assert not at.exception
     assert any(i.value == i18n.catalog("en")["lesson.empty_prompt"] for i in at.info)
     at.button(key="try_0").click().run()
-    assert shared_prompt(at) == i18n.catalog("en")["home.try.1.prompt"]
+    assert url_value(at, "prompt") == i18n.catalog("en")["home.try.1.prompt"]
     assert at.get("plotly_chart")
 
 
 def test_typing_a_prompt_updates_url(open_page):
     at = open_page()
     at.text_area(key="prompt").input("Two plus two is").run()
-    assert shared_prompt(at) == "Two plus two is"
+    assert url_value(at, "prompt") == "Two plus two is"
     assert "`·two`" in " ".join(texts(at))
 
 
 def test_sidebar_example_sets_prompt(open_page):
     at = open_page(lang="zh-Hans")
     at.button(key="example_1").click().run()
-    assert shared_prompt(at) == i18n.catalog("zh-Hans")["prompt.example.1"]
+    assert url_value(at, "prompt") == i18n.catalog("zh-Hans")["prompt.example.1"]
 
 
 @pytest.mark.parametrize("raw, shown, note", [("7", 7, None), ("99", 20, "top=99"), ("-4", 3, "top=-4"),
@@ -119,17 +110,17 @@ def test_url_control_is_clamped_or_ignored_with_a_note(open_page, raw, shown, no
 def test_control_change_goes_to_url_and_default_leaves_it(open_page):
     at = open_page()
     at.slider(key="top").set_value(5).run()
-    assert claimed(at, "top") == "5" and len(json.loads(at.get("plotly_chart")[1].proto.spec)["data"][0]["y"]) == 5
+    assert url_value(at, "top") == "5" and len(chart(at, "candidates_chart")["data"][0]["y"]) == 5
     at.slider(key="top").set_value(10).run()
-    assert claimed(at, "top") is None
+    assert url_value(at, "top") is None
 
 
 def test_append_candidate_extends_prompt(open_page, lm):
     at = open_page(prompt="The capital of France is")
-    spec = json.loads(at.get("plotly_chart")[1].proto.spec)
+    spec = chart(at, "candidates_chart")
     assert spec["data"][0]["orientation"] == "h" and len(spec["data"][0]["y"]) == 10
     at.button(key="append_0").click().run()
-    new_prompt = shared_prompt(at)
+    new_prompt = url_value(at, "prompt")
     assert new_prompt.startswith("The capital of France is") and len(new_prompt) > len("The capital of France is")
     assert "\ufffd" not in new_prompt
 
@@ -138,15 +129,29 @@ def test_append_completes_a_split_character(open_page, lm):
     at = open_page(prompt="我喜歡")
     for n in range(5):
         at.button(key=f"append_{n}").click().run()
-        assert "\ufffd" not in shared_prompt(at)
+        assert "\ufffd" not in url_value(at, "prompt")
         at = open_page(prompt="我喜歡")
+
+
+def test_other_pages_drop_params_they_do_not_use(open_page):
+    at = open_page("tokens", params={"top": "5", "nonsense": "1"})
+    assert url_value(at, "top") is None and url_value(at, "nonsense") is None
+    assert url_value(at, "lang") == "en"
+
+
+def test_prompt_and_language_survive_page_switches(open_page):
+    at = open_page("tokens", lang="zh-Hans", prompt="Shared text")
+    at.switch_page("pages/home.py").run()
+    assert at.title[0].value == i18n.catalog("zh-Hans")["nav.home"]
+    assert at.text_area(key="prompt").value == "Shared text"
+    assert url_value(at, "prompt") == "Shared text" and url_value(at, "lang") == "zh-Hans"
 
 
 def test_model_card_is_computed_from_the_model(open_page, lm):
     at = open_page()
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Layers"] == "30" and metrics["KV heads"] == "3" and metrics["Vocabulary"] == "49,152"
-    spec = json.loads(at.get("plotly_chart")[0].proto.spec)
+    spec = chart(at, "param_chart")
     total = sum(trace["x"][0] for trace in spec["data"]) * 1e6
     assert total == pytest.approx(lm.param_counts()["total"], rel=1e-6)
 

@@ -3,7 +3,8 @@
 Catalogs: ``assets/i18n/<lang>.json`` holds the app-wide strings; each lesson may add
 ``assets/i18n/<lang>/<page>.json``, whose keys are read as ``"<page>.<key>"``. Nested
 objects are flattened with dots. Lesson prose: ``assets/lessons/<lang>/<page>.md``, split
-into sections by ``## <section_id>`` headings.
+into sections by ``## <section_id>`` headings; a line break between two CJK characters is
+removed (Markdown would show it as a space), so Chinese paragraphs may be wrapped.
 
 The language lives in each session's state (never process-wide), so two students can
 read the course in two languages at the same time.
@@ -24,6 +25,13 @@ LANGS: dict[str, str] = {"en": "English", "zh-Hant": "繁體中文", "zh-Hans": 
 DEFAULT_LANG = "en"
 _LANG_KEY = "_lang"
 _SECTION = re.compile(r"^##[ \t]+([A-Za-z0-9_-]+)[ \t]*$", re.MULTILINE)
+_CJK = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
+# A single line break inside a paragraph next to a CJK character (Markdown would show it
+# as a space), unless the other side is Latin text or the next line starts a block.
+_CJK_BREAK = re.compile(
+    rf"(?<=[{_CJK}])\n(?![A-Za-z0-9(\[`$]|[-+*] |\d+\. |#|>|\||\n)"
+    rf"|(?<=[^A-Za-z0-9)\]`$\n])\n(?=\**[{_CJK}])"
+)
 
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, str]:
@@ -56,7 +64,7 @@ def lesson_sections(page: str, lang: str) -> dict[str, str]:
     path = ASSETS / "lessons" / lang / f"{page}.md"
     if not path.exists():
         return {}
-    text = path.read_text("utf-8")
+    text = _CJK_BREAK.sub("", path.read_text("utf-8"))
     heads = list(_SECTION.finditer(text))
     return {
         m.group(1): text[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)].strip()
@@ -105,7 +113,9 @@ def t(key: str, **fields) -> str:
     """
     text = catalog(current_lang()).get(key)
     if text is None:
-        text = catalog(DEFAULT_LANG)[key]
+        text = catalog(DEFAULT_LANG).get(key)
+    if text is None:
+        raise KeyError(f"no string {key!r} in the English catalogs (assets/i18n/en.json, assets/i18n/en/*.json)")
     return text.format(**fields) if fields else text
 
 
@@ -117,5 +127,7 @@ def section(page: str, section_id: str) -> str:
     """One lesson prose section in the session's language (English if missing there)."""
     text = lesson_sections(page, current_lang()).get(section_id)
     if text is None:
-        text = lesson_sections(page, DEFAULT_LANG)[section_id]
+        text = lesson_sections(page, DEFAULT_LANG).get(section_id)
+    if text is None:
+        raise KeyError(f"no '## {section_id}' section in assets/lessons/{DEFAULT_LANG}/{page}.md")
     return text

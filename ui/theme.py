@@ -34,9 +34,10 @@ def style(fig: go.Figure, height: int | None = None) -> go.Figure:
         font=dict(family=font_family(), size=FONT_SIZE, color="#1f2937"),
         colorway=OKABE_ITO,
         hoverlabel=dict(font=dict(family=font_family(), size=FONT_SIZE)),
-        margin=dict(l=10, r=10, t=50 if fig.layout.title.text else 20, b=10),
         legend=dict(font=dict(size=FONT_SIZE - 2)),
     )
+    if fig.layout.margin.t is None:
+        fig.update_layout(margin=dict(l=10, r=10, t=60 if fig.layout.title.text else 20, b=10))
     fig.update_xaxes(automargin=True, title_font=dict(size=FONT_SIZE), tickfont=dict(size=FONT_SIZE - 2))
     fig.update_yaxes(automargin=True, title_font=dict(size=FONT_SIZE), tickfont=dict(size=FONT_SIZE - 2))
     if height is not None:

@@ -1,0 +1,106 @@
+"""A live Streamlit server and headless Debian Chromium, shared by the browser tests and
+bench/bench_app.py. Loopback only; the server is stopped by its own pid."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+VIEWPORT = {"width": 1400, "height": 900}
+
+# Selectors of Streamlit 1.67 (pinned in requirements.txt).
+IDLE = "[data-testid='stApp'][data-test-script-state='notRunning']"
+TITLE = "[data-testid='stMain'] h1"
+EXCEPTION = "[data-testid='stException']"
+PLACEHOLDER = ".st-key-coming_soon"
+CHARTS_DRAWN = """() => {
+    const main = document.querySelector("[data-testid='stMain']");
+    if (!main || main.querySelector("[data-testid='stSkeleton']")) return false;
+    const plots = [...main.querySelectorAll("[data-testid='stPlotlyChart']")];
+    const graphs = [...main.querySelectorAll("[data-testid='stGraphVizChart']")];
+    return plots.every(p => p.querySelector('.main-svg')) && graphs.every(g => g.querySelector('svg'));
+}"""
+
+
+def chromium_available() -> bool:
+    return Path(CHROMIUM).exists() or shutil.which("chromium") is not None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def streamlit_server(env: dict | None = None, timeout: float = 120):
+    """Run app.py on a free loopback port; yields the base URL."""
+    port = free_port()
+    log = open(os.devnull, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+         "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
+         "--server.fileWatcherType", "none"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"streamlit did not start on port {port}")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
+                                      args=CHROMIUM_ARGS)
+
+
+def page_url(base: str, page: str, **params) -> str:
+    from urllib.parse import urlencode
+    path = "" if page == "home" else page
+    query = urlencode({k: v for k, v in params.items() if v is not None})
+    return f"{base}/{path}" + (f"?{query}" if query else "")
+
+
+def screenshot(page, path) -> None:
+    """The whole page: Streamlit scrolls inside its main area, so grow the viewport to fit."""
+    height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": min(max(height, VIEWPORT["height"]), 12000)})
+    page.wait_for_timeout(600)
+    page.wait_for_function(CHARTS_DRAWN)
+    page.screenshot(path=str(path))
+    page.set_viewport_size(VIEWPORT)
+
+
+def wait_until_drawn(page, timeout_ms: int = 120_000) -> None:
+    """Wait for the script run to finish and every chart in the main area to be drawn."""
+    page.wait_for_selector(TITLE, timeout=timeout_ms)
+    page.wait_for_selector(IDLE, state="attached", timeout=timeout_ms)
+    page.wait_for_function(CHARTS_DRAWN, timeout=timeout_ms)
+    page.wait_for_selector(IDLE, state="attached", timeout=timeout_ms)
