@@ -1,5 +1,191 @@
-"""Lesson: position (placeholder until its lesson lands; see docs/PAGES.md)."""
+"""Lesson 3: position. Attention compares contents, not places, so the model needs position
+information: sinusoidal and learned absolute encodings for comparison, then RoPE as this
+model does it, on its real queries and keys."""
 
-from ui.lesson import coming_soon
+import math
 
-coming_soon("position")
+import streamlit as st
+import torch
+
+from lesson_model.analysis import rope as R
+from lesson_model.decoder import RotaryEmbedding
+from ui import state, theme
+from ui.figures_position import (before_after_figure, block_diagram, clock_figure, ladder_figure, relative_figure,
+                                 same_vector_figure, sinusoid_heatmap, waves_figure, worked_example_figure)
+from ui.lesson import Lesson
+from ui.tokens import label, md_label, position_label
+
+CAP = 128                 # prompt tokens this page runs
+SIN_D = 128               # width of the sinusoidal example (a small d_model, readable as a picture)
+SIN_POSITIONS = 64        # positions drawn at least
+CLOCK_PAIRS = (0, 4, 8, 16, 24, 31)
+REL_DISTANCES = (0, 1, 2, 4, 8, 16)
+REL_POSITIONS = (0, 10, 100, 1000, 4000, 8000)
+CURVE_MAX = 128           # distances in the score-vs-distance curve
+DEFAULT_LAYER, DEFAULT_HEAD = 16, 0
+
+page = Lesson("position")
+page.header()
+lm = page.model()
+cfg = lm.cfg
+tokens = page.tokens(lm, cap=CAP)
+n = len(tokens)
+labels = [label(tok) for tok in tokens]
+thetas = R.frequency_ladder(lm)                           # [d_head/2]
+periods = R.periods(thetas)
+n_pairs = len(thetas)
+
+# --- 1. absolute: sinusoidal waves and clock hands ---------------------------------------------------
+st.subheader(page.t("sin.title"), anchor=False)
+page.prose("sinusoidal")
+n_sin = max(SIN_POSITIONS, n)
+pe = R.sinusoidal_encoding(n_sin, SIN_D)
+left, right = st.columns(2, gap="medium")
+with left:
+    theme.plot(sinusoid_heatmap(pe, page.t("sin.heat_title", d=SIN_D), page.t("sin.x"), page.t("sin.y"),
+                                page.t("sin.colorbar"), hover_tokens=[f"({lab})" for lab in labels]),
+               key="sin_heat", height=460)
+with right:
+    wave_dims = [0, 8, 32, 64]
+    wave_names = [page.t("sin.wave", dim=d, period=f"{2 * math.pi * 10000 ** (d / SIN_D):,.0f}") for d in wave_dims]
+    theme.plot(waves_figure(pe, wave_dims, wave_names, page.t("sin.waves_title"), page.t("sin.y"), page.t("sin.value")),
+               key="sin_waves", height=460)
+
+st.subheader(page.t("clock.title"), anchor=False)
+page.prose("clock")
+figure, controls = page.columns()
+with controls:
+    clock_pos = state.url_int("clock", page.t("clock.pos"), 0, 8191, n - 1, widget="number",
+                              help=page.t("clock.pos_help"))
+angles = [clock_pos * float(thetas[i]) for i in CLOCK_PAIRS]
+hand_names = [page.t("clock.hand", pair=i, period=f"{float(periods[i]):,.1f}") for i in CLOCK_PAIRS]
+with figure:
+    theme.plot(clock_figure(angles, hand_names, page.t("clock.chart_title", pos=clock_pos)), key="clock_chart",
+               height=430)
+with controls:
+    for i, a in zip(CLOCK_PAIRS[:3], angles[:3]):
+        st.markdown(page.t("clock.line", pair=i, pos=clock_pos, theta=f"{float(thetas[i]):.4g}",
+                           turns=f"{a / (2 * math.pi):,.2f}", deg=f"{math.degrees(a) % 360:.0f}"))
+
+with st.expander(page.t("learned.title"), icon=":material/table_rows:"):
+    page.prose("learned")
+
+# --- 2. RoPE: the frequency ladder ---------------------------------------------------------------------
+st.subheader(page.t("ladder.title"), anchor=False)
+page.prose("rope")
+never = [i for i in range(n_pairs) if float(periods[i]) > cfg.max_position]
+colours = [theme.OKABE_ITO[4] if i in never else theme.OKABE_ITO[0] for i in range(n_pairs)]
+theme.plot(ladder_figure(thetas, periods, cfg.max_position,
+                         page.t("ladder.chart_title", base=f"{cfg.rope_theta:,.0f}", d=cfg.d_head, pairs=n_pairs),
+                         page.t("ladder.x"), page.t("ladder.y"), page.t("ladder.hover"),
+                         page.t("ladder.context", n=f"{cfg.max_position:,}"), colours),
+           key="ladder", height=400)
+st.caption(page.t("ladder.caption", fast=f"{float(periods[0]):.2f}", slow=f"{float(periods[-1]):,.0f}",
+                  never=len(never), first=never[0] if never else n_pairs, n=f"{cfg.max_position:,}"))
+
+# --- 3. a real query turning -----------------------------------------------------------------------------
+st.subheader(page.t("turn.title"), anchor=False)
+DEGREES = 30.0
+ex = R.rotate_pair([3.0, 0.0], math.radians(DEGREES)).tolist()        # the worked example: [2.598, 1.5]
+left, right = st.columns([2, 3], gap="medium", vertical_alignment="center")
+with left:
+    theme.plot(worked_example_figure([3.0, 0.0], ex, DEGREES, ["[3, 0]", f"[{ex[0]:.3f}, {ex[1]:.3f}]"],
+                                     page.t("turn.example_title", deg=f"{DEGREES:.0f}")), key="worked_example",
+               height=300)
+with right:
+    page.prose("turn")
+    st.markdown(page.t("turn.example_line", x=f"{ex[0]:.3f}", y=f"{ex[1]:.3f}"))
+controls = st.columns(4)
+layer = state.url_int("layer", page.t("layer"), 0, cfg.n_layers - 1, DEFAULT_LAYER, container=controls[0])
+head = state.url_int("head", page.t("head"), 0, cfg.n_heads - 1, DEFAULT_HEAD, container=controls[1])
+pair = state.url_int("pair", page.t("turn.pair"), 0, n_pairs - 1, 0, help=page.t("turn.pair_help"), container=controls[2])
+qpos = state.url_int("qpos", page.t("turn.qpos"), 0, n - 1, n - 1, widget="select", container=controls[3],
+                     format_func=lambda i: position_label(tokens, i), help=page.t("turn.qpos_help"))
+run = page.run(lm, tokens, names=R.rope_hook_names(layer))
+track = R.pair_track(lm, run, layer, head, pair)
+i_dim, j_dim = track.dims
+q_pre = run.cache[f"blocks.{layer}.attn.hook_q"][0, qpos, head].float()          # [d_head], before RoPE
+placed = R.rotate_head(lm, q_pre[None].expand(n, -1), range(n))                  # the same q at positions 0..n-1
+same_pts = torch.stack([placed[:, i_dim], placed[:, j_dim]], dim=-1)             # [n, 2]
+axis = [page.t("turn.axis_x", i=i_dim), page.t("turn.axis_y", j=j_dim), page.t("turn.position")]
+left, right = st.columns(2, gap="medium")
+with left:
+    theme.plot(same_vector_figure(same_pts, labels, page.t("turn.same_title", pos=qpos), axis,
+                                  page.t("turn.hover_same"), highlight=qpos),
+               key="turn_same", height=500)
+with right:
+    theme.plot(before_after_figure(track.before.float(), track.after.float(), labels, page.t("turn.each_title"),
+                                   axis, [page.t("turn.before"), page.t("turn.after")], page.t("turn.hover_each")),
+               key="turn_each", height=500)
+turn_error = float((track.turned - track.expected).abs().max())
+norm_error = float((track.after.norm(dim=1) - track.before.norm(dim=1)).abs().max())
+
+# --- 4. the relative-position property --------------------------------------------------------------------
+st.subheader(page.t("rel.title"), anchor=False)
+page.prose("relative")
+figure, controls = page.columns()
+with controls:
+    kpos = state.url_int("kpos", page.t("rel.kpos"), 0, qpos, max(0, qpos - 1), widget="select",
+                         format_func=lambda i: position_label(tokens, i), help=page.t("rel.kpos_help"))
+    st.caption(page.t("rel.controls_note", layer=layer, head=head, kv=head // cfg.group_size))
+q, k = R.query_and_key(run, layer, head, qpos, kpos, cfg.group_size)
+rel = R.relative_scores(lm, q, k, REL_DISTANCES, REL_POSITIONS)
+curve = R.score_by_distance(lm, q, k, CURVE_MAX)
+rot_q = run.cache[f"blocks.{layer}.attn.hook_rot_q"][0, qpos, head].float()
+rot_k = run.cache[f"blocks.{layer}.attn.hook_rot_k"][0, kpos, head // cfg.group_size].float()
+model_score = float(rot_q @ rot_k) / math.sqrt(cfg.d_head)
+distance = qpos - kpos
+with figure:
+    theme.plot(relative_figure(REL_DISTANCES, REL_POSITIONS, rel.scores, list(range(CURVE_MAX + 1)), curve,
+                               (distance, model_score) if distance <= CURVE_MAX else None,
+                               [page.t("rel.left_title"), page.t("rel.right_title")],
+                               [page.t("rel.left_x"), page.t("rel.right_x")], page.t("rel.y"),
+                               page.t("rel.line"), page.t("rel.actual")),
+               key="relative", height=480)
+
+# --- 5. where RoPE acts --------------------------------------------------------------------------------------
+st.subheader(page.t("where.title"), anchor=False)
+page.prose("where")
+diagram_labels = {key: page.t(f"where.node.{key}") for key in
+                  ("resid", "norm", "wq", "wk", "wv", "rope_q", "rope_k", "scores", "mix", "wo", "add")}
+rope_params = sum(p.numel() for p in lm.decoder.rope.parameters())
+attn_params = sum(p.numel() for p in lm.decoder.blocks[0].attn.parameters())
+left, right = st.columns([3, 2], gap="medium", vertical_alignment="center")
+with left:
+    st.graphviz_chart(block_diagram(diagram_labels, theme.font_family().split(",")[0]), width="stretch")
+with right:
+    st.metric(page.t("where.params"), f"{rope_params:,}", help=page.t("where.params_help"))
+    st.metric(page.t("where.attn_params"), f"{attn_params:,}")
+    st.metric(page.t("where.buffer"), f"{lm.decoder.rope.inv_freq.numel():,}", help=page.t("where.buffer_help"))
+
+with st.expander(page.t("long.title"), icon=":material/menu_book:"):
+    page.prose("long")
+
+# --- what to notice ------------------------------------------------------------------------------------------
+notes = [
+    page.t("notice.ladder", pairs=n_pairs, base=f"{cfg.rope_theta:,.0f}", fast=f"{float(periods[0]):.2f}",
+           slow=f"{float(periods[-1]):,.0f}", never=len(never), n=f"{cfg.max_position:,}"),
+    page.t("notice.turn", pair=pair, layer=layer, head=head, theta=f"{track.theta:.4g}",
+           err=f"{turn_error:.1e}", norm_err=f"{norm_error:.1e}"),
+    page.t("notice.relative", q=md_label(tokens[qpos]), qpos=qpos, k=md_label(tokens[kpos]), kpos=kpos,
+           score=f"{model_score:.3f}", dist=distance, spread=f"{float(rel.spread.max()):.1e}",
+           far=f"{REL_POSITIONS[-1]:,}", d1=f"{float(curve[1]):.3f}", d0=f"{float(curve[0]):.3f}",
+           dmax=f"{float(curve[-1]):.3f}", maxd=CURVE_MAX),
+]
+best = int(curve.argmax())
+notes.append(page.t("notice.peak", best=best, score=f"{float(curve[best]):.3f}", layer=layer, head=head,
+                    low=f"{float(curve.min()):.3f}", worst=int(curve.argmin())))
+notes.append(page.t("notice.params", attn=f"{attn_params:,}", layers=cfg.n_layers))
+page.notice(notes)
+page.try_this()
+
+# --- the math -------------------------------------------------------------------------------------------------
+p_ex = min(5, n - 1)
+by_hand = R.rotate_pair(track.before[p_ex].tolist(), p_ex * track.theta).tolist()
+page.math(page.t("math_example", x=f"{ex[0]:.3f}", y=f"{ex[1]:.3f}", pair=pair, theta=f"{track.theta:.6g}",
+                 hx=f"{by_hand[0]:.4f}", hy=f"{by_hand[1]:.4f}",
+                 pos=p_ex, angle=f"{p_ex * track.theta:.4f}", deg=f"{math.degrees(p_ex * track.theta):.1f}",
+                 bx=f"{float(track.before[p_ex, 0]):.4f}", by=f"{float(track.before[p_ex, 1]):.4f}",
+                 ax=f"{float(track.after[p_ex, 0]):.4f}", ay=f"{float(track.after[p_ex, 1]):.4f}",
+                 layer=layer, head=head, i=i_dim, j=j_dim))
+page.code(RotaryEmbedding, R.relative_scores)

@@ -1,0 +1,126 @@
+"""The position lesson: sinusoidal waves, the RoPE ladder, real q turning, relative scores."""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from lesson_model.analysis import rope as R
+from ui import i18n
+
+pytestmark = pytest.mark.slow
+
+CHINESE = "貓坐在墊子上，因為牠累了。"
+EMOJI = "🐱 sat on 🧶 😀"
+
+
+def chart(at, key: str) -> dict:
+    for c in at.get("plotly_chart"):
+        if c.proto.id.endswith("-" + key):
+            return json.loads(c.proto.spec)
+    raise AssertionError(f"no chart {key!r}: {[c.proto.id for c in at.get('plotly_chart')]}")
+
+
+def arr(value) -> np.ndarray:
+    if isinstance(value, dict) and "bdata" in value:
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
+    return np.asarray(value, dtype=float)
+
+
+def metric(at, label: str) -> str:
+    return next(m.value for m in at.metric if m.label == label)
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+@pytest.mark.parametrize("prompt", [None, CHINESE, EMOJI])
+def test_ladder_turning_and_relative_scores_match_the_model(open_page, lm, lang, prompt):
+    at = open_page("position", lang=lang, prompt=prompt)
+    assert not at.exception, [e.value for e in at.exception]
+    text = prompt if prompt is not None else i18n.catalog(lang)["prompt.default"]
+    ids = lm.encode(text)
+    n = len(ids)
+    # The frequency ladder is the model's own inv_freq.
+    ladder = arr(chart(at, "ladder")["data"][0]["y"])
+    np.testing.assert_allclose(ladder, lm.decoder.rope.inv_freq.numpy(), rtol=1e-6)
+    # Defaults: layer 16, head 0, pair 0, query at the last token, key just before it.
+    layer, head = 16, 0
+    run = lm.run(ids, names=R.rope_hook_names(layer))
+    each = chart(at, "turn_each")["data"]
+    before = next(t for t in each if t.get("mode") == "markers")
+    after = next(t for t in each if t.get("mode") == "markers+text")
+    q, rq = run.cache[f"blocks.{layer}.attn.hook_q"][0, :, head], run.cache[f"blocks.{layer}.attn.hook_rot_q"][0, :, head]
+    np.testing.assert_allclose(arr(before["x"]), q[:, 0].numpy(), atol=1e-5)
+    np.testing.assert_allclose(arr(after["y"]), rq[:, 32].numpy(), atol=1e-5)
+    # The relative chart: flat lines on the left, the model's own score as the star on the right.
+    rel = chart(at, "relative")["data"]
+    flat = [t for t in rel if t.get("mode") == "lines+markers"]
+    assert len(flat) == 6
+    for trace in flat:
+        ys = arr(trace["y"])
+        assert ys.max() - ys.min() < 1e-3
+    star = next(t for t in rel if t.get("marker", {}).get("symbol") == "star")
+    kpos = max(0, n - 2)
+    rk = run.cache[f"blocks.{layer}.attn.hook_rot_k"][0, kpos, head // lm.cfg.group_size]
+    assert float(arr(star["y"])[0]) == pytest.approx(float(rq[n - 1] @ rk) / 8.0, abs=1e-3)
+    assert metric(at, i18n.catalog(lang)["position.where.params"]) == "0"
+
+
+def test_same_vector_circle(open_page, lm):
+    at = open_page("position", lang="en", prompt="The cat sat on the mat", params={"qpos": 2, "pair": 3})
+    data = chart(at, "turn_same")["data"]
+    points = next(t for t in data if t.get("mode") == "markers+text")
+    xs, ys = arr(points["x"]), arr(points["y"])
+    radius = np.hypot(xs, ys)
+    np.testing.assert_allclose(radius, radius[0], rtol=1e-4)        # the same vector: one circle
+    run = lm.run("The cat sat on the mat", names=R.rope_hook_names(16))
+    q = run.cache["blocks.16.attn.hook_q"][0, 2, 0]
+    theta = float(lm.decoder.rope.inv_freq[3])
+    for p in range(len(xs)):
+        expected = R.rotate_pair([float(q[3]), float(q[35])], p * theta)
+        assert [xs[p], ys[p]] == pytest.approx(expected.tolist(), abs=1e-4)
+
+
+def test_url_values_are_clamped_with_notes(open_page):
+    at = open_page("position", lang="en", prompt="a b c d",
+                   params={"layer": 99, "head": -5, "pair": 40, "qpos": 2, "kpos": 3, "clock": 99999})
+    assert not at.exception
+    assert at.slider(key="layer").value == 29
+    assert at.slider(key="head").value == 0
+    assert at.slider(key="pair").value == 31
+    assert at.selectbox(key="kpos").value == 2                       # a key cannot come after its query
+    assert at.number_input(key="clock").value == 8191
+    notes = " ".join(w.value for w in at.warning)
+    for param in ("layer=99", "head=-5", "pair=40", "clock=99999"):
+        assert param in notes
+
+
+def test_clock_hands_follow_the_formula(open_page, lm):
+    at = open_page("position", lang="zh-Hans", params={"clock": 1000})
+    hands = chart(at, "clock_chart")["data"]
+    thetas = lm.decoder.rope.inv_freq
+    for trace, pair in zip(hands, (0, 4, 8, 16, 24, 31)):
+        deg = arr(trace["theta"])[1]
+        assert deg == pytest.approx(math.degrees(1000 * float(thetas[pair])) % 360, abs=1e-3)
+
+
+def test_one_token_and_empty_prompts(open_page):
+    at = open_page("position", lang="en", prompt="Hi")
+    assert not at.exception
+    assert chart(at, "relative")
+    at = open_page("position", lang="zh-Hant", prompt="")
+    assert not at.exception and at.info and not at.get("plotly_chart")
+
+
+def test_sinusoidal_heatmap_is_the_formula(open_page):
+    at = open_page("position", lang="en", prompt="Hello")
+    z = arr(chart(at, "sin_heat")["data"][0]["z"])
+    expected = R.sinusoidal_encoding(64, 128).numpy()
+    np.testing.assert_allclose(z, expected, atol=1e-6)
+    assert torch.tensor(z).shape == (64, 128)

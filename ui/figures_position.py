@@ -1,0 +1,230 @@
+"""Figures for lesson 3 (position and RoPE): sinusoidal waves, clock hands, the frequency
+ladder, a query pair turning, the relative-position curves, and the block diagram.
+Every visible word comes in as an argument; token text is escaped here."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from ui import theme
+from ui.tokens import plot_label
+
+GRID = "#e5e7eb"
+
+
+def sinusoid_heatmap(pe: torch.Tensor, title: str, x_title: str, y_title: str, colorbar: str,
+                     hover_tokens: Sequence[str] | None = None) -> go.Figure:
+    """PE [pos, d] as a heatmap: positions down, dimensions across."""
+    n = pe.shape[0]
+    heat = go.Heatmap(z=pe.numpy(), colorscale=theme.DIVERGING, zmid=0, zmin=-1, zmax=1,
+                      colorbar=dict(title=dict(text=colorbar, side="right"), thickness=14),
+                      hovertemplate=y_title + " %{y} · " + x_title + " %{x}: %{z:.3f}<extra></extra>")
+    if hover_tokens:
+        labels = [[hover_tokens[p] if p < len(hover_tokens) else "" for _ in range(pe.shape[1])] for p in range(n)]
+        heat.update(customdata=labels, hovertemplate=y_title + " %{y} %{customdata} · " + x_title
+                    + " %{x}: %{z:.3f}<extra></extra>")
+    fig = go.Figure(heat)
+    fig.update_layout(title=title)
+    fig.update_xaxes(title=x_title, showgrid=False)
+    fig.update_yaxes(title=y_title, autorange="reversed", showgrid=False)
+    return fig
+
+
+def waves_figure(pe: torch.Tensor, dims: Sequence[int], names: Sequence[str], title: str, x_title: str,
+                 y_title: str) -> go.Figure:
+    """A few columns of PE drawn as waves over the positions."""
+    fig = go.Figure()
+    x = list(range(pe.shape[0]))
+    for n, (dim, name) in enumerate(zip(dims, names)):
+        fig.add_scatter(x=x, y=pe[:, dim].tolist(), mode="lines", name=name,
+                        line=dict(color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)], width=2.5))
+    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.25, x=0))
+    fig.update_xaxes(title=x_title)
+    fig.update_yaxes(title=y_title, range=[-1.15, 1.15])
+    return fig
+
+
+def clock_figure(angles: Sequence[float], names: Sequence[str], title: str) -> go.Figure:
+    """Clock hands: one hand per pair at angle (radians, counter-clockwise from 3 o'clock),
+    faster pairs drawn longer and thinner, like a second hand."""
+    fig = go.Figure()
+    n = len(angles)
+    for i, (angle, name) in enumerate(zip(angles, names)):
+        length = 1.0 - 0.55 * i / max(1, n - 1)
+        deg = math.degrees(angle) % 360
+        fig.add_scatterpolar(r=[0, length], theta=[deg, deg], mode="lines+markers", name=name,
+                             line=dict(color=theme.OKABE_ITO[i % len(theme.OKABE_ITO)], width=2 + 2.2 * i / max(1, n - 1)),
+                             marker=dict(size=[0, 9]), hovertemplate=name + " · %{theta:.0f}°<extra></extra>")
+    fig.update_layout(title=title, showlegend=True, legend=dict(orientation="v", x=0.66, y=0.5),
+                      polar=dict(domain=dict(x=[0.05, 0.6]), angularaxis=dict(direction="counterclockwise", rotation=0, showticklabels=True,
+                                                  tickfont=dict(size=theme.FONT_SIZE - 4)),
+                                 radialaxis=dict(visible=False, range=[0, 1.05])))
+    return fig
+
+
+def ladder_figure(thetas: torch.Tensor, periods: torch.Tensor, context: int, title: str, x_title: str,
+                  y_title: str, hover: str, context_label: str, colours: Sequence[str] | None = None) -> go.Figure:
+    """theta_i per pair (log axis), with the rate at which one turn takes the whole context."""
+    pairs = list(range(len(thetas)))
+    fig = go.Figure(go.Bar(
+        x=pairs, y=thetas.tolist(), marker_color=list(colours) if colours else theme.OKABE_ITO[0],
+        customdata=[[f"{float(p):,.1f}", f"{i}, {i + len(thetas)}"] for i, p in enumerate(periods)],
+        hovertemplate=hover + "<extra></extra>",
+    ))
+    limit = 2 * math.pi / context
+    fig.add_hline(y=limit, line=dict(color=theme.OKABE_ITO[3], dash="dash", width=2))
+    # On a log axis an annotation's y is given in log10 units.
+    fig.add_annotation(x=1, xref="paper", y=math.log10(limit), yref="y", text=context_label, showarrow=False,
+                       xanchor="right", yanchor="bottom", font=dict(size=theme.FONT_SIZE - 3, color=theme.OKABE_ITO[3]),
+                       bgcolor="rgba(255,255,255,0.85)")
+    fig.update_layout(title=title, bargap=0.15)
+    fig.update_xaxes(title=x_title, dtick=4)
+    fig.update_yaxes(title=y_title, type="log", exponentformat="power")
+    return fig
+
+
+def _circle(radius: float) -> dict:
+    t = [2 * math.pi * k / 120 for k in range(121)]
+    return dict(x=[radius * math.cos(a) for a in t], y=[radius * math.sin(a) for a in t], mode="lines",
+                line=dict(color=GRID, width=1), hoverinfo="skip", showlegend=False)
+
+
+def same_vector_figure(points: torch.Tensor, tokens: Sequence[str], title: str, axis: Sequence[str],
+                       hover: str, highlight: int | None = None) -> go.Figure:
+    """One pair of the same q placed at positions 0..n-1: points [n, 2] on one circle,
+    coloured by position, with the token that sits there in the hover."""
+    n = points.shape[0]
+    radius = float(points[0].norm()) if n else 1.0
+    fig = go.Figure()
+    fig.add_scatter(**_circle(radius))
+    fig.add_scatter(x=points[:, 0].tolist(), y=points[:, 1].tolist(), mode="markers+text",
+                    text=[str(p) for p in range(n)] if n <= 40 else None, textposition="top center",
+                    textfont=dict(size=theme.FONT_SIZE - 4),
+                    marker=dict(size=10, color=list(range(n)), colorscale=theme.SEQUENTIAL, showscale=True,
+                                colorbar=dict(title=dict(text=axis[2], side="right"), thickness=12)),
+                    customdata=[[p, plot_label(tokens[p]) if p < len(tokens) else ""] for p in range(n)],
+                    hovertemplate=hover + "<extra></extra>", showlegend=False)
+    if n:
+        fig.add_scatter(x=[0, float(points[0, 0])], y=[0, float(points[0, 1])], mode="lines",
+                        line=dict(color=theme.OKABE_ITO[1], width=3), hoverinfo="skip", showlegend=False)
+    if highlight is not None and 0 <= highlight < n:
+        fig.add_scatter(x=[0, float(points[highlight, 0])], y=[0, float(points[highlight, 1])], mode="lines",
+                        line=dict(color=theme.OKABE_ITO[3], width=3), hoverinfo="skip", showlegend=False)
+    _square(fig, radius, title, axis)
+    return fig
+
+
+def before_after_figure(before: torch.Tensor, after: torch.Tensor, tokens: Sequence[str], title: str,
+                        axis: Sequence[str], names: Sequence[str], hover: str) -> go.Figure:
+    """Each position's own pair before RoPE (hollow) and after (filled), joined by a line."""
+    n = before.shape[0]
+    radius = float(torch.cat([before.norm(dim=1), after.norm(dim=1)]).max()) if n else 1.0
+    fig = go.Figure()
+    xs, ys = [], []
+    for p in range(n):
+        xs += [float(before[p, 0]), float(after[p, 0]), None]
+        ys += [float(before[p, 1]), float(after[p, 1]), None]
+    fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color="#9ca3af", width=1), hoverinfo="skip", showlegend=False)
+    labels = [plot_label(t, 10) for t in tokens[:n]]
+    custom = [[p, labels[p]] for p in range(n)]
+    fig.add_scatter(x=before[:, 0].tolist(), y=before[:, 1].tolist(), mode="markers", name=names[0],
+                    marker=dict(size=10, symbol="circle-open", color=theme.OKABE_ITO[0], line=dict(width=2)),
+                    customdata=custom, hovertemplate=hover + "<extra>" + names[0] + "</extra>")
+    fig.add_scatter(x=after[:, 0].tolist(), y=after[:, 1].tolist(), mode="markers+text", name=names[1],
+                    text=labels if n <= 24 else None, textposition="top center", textfont=dict(size=theme.FONT_SIZE - 4),
+                    marker=dict(size=10, color=theme.OKABE_ITO[1]),
+                    customdata=custom, hovertemplate=hover + "<extra>" + names[1] + "</extra>")
+    fig.update_layout(legend=dict(orientation="h", y=-0.18, x=0))
+    _square(fig, radius, title, axis)
+    return fig
+
+
+def _square(fig: go.Figure, radius: float, title: str, axis: Sequence[str]) -> None:
+    lim = radius * 1.25 + 1e-6
+    fig.update_layout(title=title)
+    fig.update_xaxes(title=axis[0], range=[-lim, lim], zeroline=True, zerolinecolor="#9ca3af")
+    fig.update_yaxes(title=axis[1], range=[-lim, lim], zeroline=True, zerolinecolor="#9ca3af",
+                     scaleanchor="x", scaleratio=1)
+
+
+def relative_figure(distances: Sequence[int], positions: Sequence[int], scores: torch.Tensor,
+                    curve_d: Sequence[int], curve: torch.Tensor, actual: tuple[int, float] | None,
+                    titles: Sequence[str], x_titles: Sequence[str], y_title: str, line_name: str,
+                    actual_name: str) -> go.Figure:
+    """Left: score against the key's absolute position, one flat line per distance.
+    Right: score against distance, with the model's own score for the chosen pair marked."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=list(titles), horizontal_spacing=0.12,
+                        column_widths=[0.5, 0.5])
+    for n, d in enumerate(distances):
+        fig.add_scatter(x=[str(p) for p in positions], y=scores[n].tolist(), mode="lines+markers",
+                        name=line_name.format(d=d), line=dict(color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)], width=2.5),
+                        hovertemplate=line_name.format(d=d) + " · %{x}: %{y:.4f}<extra></extra>", row=1, col=1)
+    fig.add_scatter(x=list(curve_d), y=curve.tolist(), mode="lines", showlegend=False,
+                    line=dict(color=theme.OKABE_ITO[7], width=2), hovertemplate="%{x}: %{y:.3f}<extra></extra>",
+                    row=1, col=2)
+    for n, d in enumerate(distances):
+        if d in curve_d:
+            fig.add_scatter(x=[d], y=[float(curve[list(curve_d).index(d)])], mode="markers", showlegend=False,
+                            marker=dict(size=9, color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)]),
+                            hoverinfo="skip", row=1, col=2)
+    if actual is not None:
+        fig.add_scatter(x=[actual[0]], y=[actual[1]], mode="markers", name=actual_name,
+                        marker=dict(size=16, symbol="star", color=theme.OKABE_ITO[3], line=dict(color="white", width=1)),
+                        hovertemplate=actual_name + ": %{y:.4f}<extra></extra>", row=1, col=2)
+    fig.update_xaxes(title_text=x_titles[0], type="category", row=1, col=1)
+    fig.update_xaxes(title_text=x_titles[1], row=1, col=2)
+    fig.update_yaxes(title_text=y_title, row=1, col=1)
+    fig.update_yaxes(title_text=y_title, row=1, col=2)
+    fig.update_layout(legend=dict(orientation="h", y=-0.22, x=0))
+    return fig
+
+
+def worked_example_figure(before: Sequence[float], after: Sequence[float], degrees: float,
+                          names: Sequence[str], title: str) -> go.Figure:
+    """[3, 0] and its rotation by 30 degrees, with the arc between them."""
+    r = math.hypot(*before)
+    arc = [math.radians(degrees) * k / 30 for k in range(31)]
+    fig = go.Figure()
+    fig.add_scatter(x=[0.6 * r * math.cos(a) for a in arc], y=[0.6 * r * math.sin(a) for a in arc], mode="lines",
+                    line=dict(color="#9ca3af", dash="dot"), hoverinfo="skip", showlegend=False)
+    for n, (vec, name) in enumerate(zip((before, after), names)):
+        fig.add_annotation(x=vec[0], y=vec[1], ax=0, ay=0, xref="x", yref="y", axref="x", ayref="y",
+                           showarrow=True, arrowhead=3, arrowwidth=3, arrowcolor=theme.OKABE_ITO[n])
+        fig.add_scatter(x=[vec[0]], y=[vec[1]], mode="markers+text", text=[name], textposition="middle right",
+                        marker=dict(size=8, color=theme.OKABE_ITO[n]), showlegend=False, hoverinfo="skip")
+    fig.update_layout(title=title)
+    fig.update_xaxes(range=[-0.5, r * 1.6], zeroline=True, dtick=1)
+    fig.update_yaxes(range=[-0.5, r * 0.9], zeroline=True, scaleanchor="x", scaleratio=1, dtick=1)
+    return fig
+
+
+def block_diagram(labels: dict[str, str], font: str) -> str:
+    """Graphviz DOT of one attention block with the RoPE step highlighted."""
+    def esc(text: str) -> str:
+        return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+    def node(name: str, key: str, **attrs) -> str:
+        extra = "".join(f' {k}="{v}"' for k, v in attrs.items())
+        return f'{name} [label="{esc(labels[key])}"{extra}];'
+
+    rope = dict(fillcolor="#E69F00", color="#b45309", penwidth="2.5", fontcolor="#111827")
+    return "\n".join([
+        "digraph block {",
+        "rankdir=TB; bgcolor=transparent; nodesep=0.3; ranksep=0.22;",
+        f'node [shape=box style="rounded,filled" fillcolor="#f3f4f6" color="#6b7280" fontname="{font}" fontsize=17 margin="0.12,0.05"];',
+        f'edge [color="#6b7280" fontname="{font}" fontsize=12];',
+        node("x", "resid"), node("norm", "norm"),
+        node("wq", "wq"), node("wk", "wk"), node("wv", "wv"),
+        node("rq", "rope_q", **rope), node("rk", "rope_k", **rope),
+        node("scores", "scores"), node("mix", "mix"), node("wo", "wo"),
+        node("add", "add", shape="circle", width="0.45", fixedsize="true"),
+        "x -> norm; norm -> wq; norm -> wk; norm -> wv;",
+        "wq -> rq; wk -> rk; rq -> scores; rk -> scores; scores -> mix; wv -> mix; mix -> wo; wo -> add;",
+        'x -> add [style=dashed];',
+        "}",
+    ])
