@@ -1,5 +1,244 @@
-"""Lesson: residual (placeholder until its lesson lands; see docs/PAGES.md)."""
+"""Lesson 8: the residual stream as a running sum, its size, normalization, the logit lens
+and direct logit attribution."""
 
-from ui.lesson import coming_soon
+import streamlit as st
+import torch
 
-coming_soon("residual")
+from lesson_model.analysis import attribution as A
+from lesson_model.analysis import logit_lens as LL
+from lesson_model.analysis import norms as NO
+from lesson_model.decoder import Block, RMSNorm
+from ui import state, theme
+from ui import figures_residual as F
+from ui.lesson import Lesson
+from ui.text import html_escape, md_escape
+from ui.tokens import axis_labels, label, md_label, plot_label, position_label
+
+CAP = 64            # tokens of the prompt this page runs
+LENS_COLUMNS = 12   # positions shown in the logit-lens grid (ending at the chosen one)
+CANDIDATES = 10     # next-token candidates offered for attribution
+
+page = Lesson("residual")
+page.header()
+lm = page.model()
+cfg = lm.cfg
+L_LAST = cfg.n_layers - 1
+font = theme.font_family().split(",")[0]
+
+tokens = page.tokens(lm, cap=CAP)
+ids = tuple(tok.id for tok in tokens)
+n_pos = len(tokens)
+labels = axis_labels(tokens)
+NAMES = sorted(set(A.dla_names(lm)) | set(NO.residual_names(lm)) | set(LL.logit_lens_names(lm)))
+
+
+def part_label(kind: str, layer: int) -> str:
+    return page.t("part.embed") if kind == "embed" else page.t(f"part.{kind}", n=layer)
+
+
+def depth_label(depth: int) -> str:
+    """Row d of residual_norms / the lens with the embedding: 0 = embedding, d = after block d-1."""
+    return page.t("depth.embed") if depth == 0 else page.t("depth.after", n=depth - 1)
+
+
+# --- 1. the running sum -------------------------------------------------------------------
+st.subheader(page.t("sum_title"), anchor=False)
+page.prose("sum")
+with st.container(border=True, key="residual_controls"):
+    c1, c2, c3 = st.columns([2, 1, 1], gap="large", vertical_alignment="bottom")
+    with c1:
+        pos = state.url_int("pos", page.t("pos"), 0, n_pos - 1, n_pos - 1, widget="select",
+                            format_func=lambda i: position_label(tokens, i), help=page.t("pos_help"))
+run = page.run(lm, tokens, names=NAMES)
+dec = A.residual_decomposition(lm, run, pos)
+along = dec.along_final
+final_norm = float(dec.final.norm())
+part_names = [part_label(kind, layer) for kind, layer in dec.labels]
+c2.metric(page.t("sum.final_metric"), f"{final_norm:,.1f}")
+c3.metric(page.t("sum.check_metric"), f"{dec.max_error:.1e}", help=page.t("sum.check_help", n=len(part_names)))
+title = html_escape(page.t("sum.title", token=label(tokens[pos]), n=len(part_names)))
+theme.plot(F.waterfall_figure(page.t, part_names, along.tolist(), dec.norms.tolist(), final_norm, title),
+           key="sum_chart", height=480)
+biggest = int(along.abs().argmax())
+
+# --- 2. how big the stream gets -------------------------------------------------------------
+st.subheader(page.t("norms_title"), anchor=False)
+page.prose("norms")
+norms = NO.residual_norms(lm, run)                                   # [n_layers + 1, pos]
+depths = [depth_label(d) for d in range(cfg.n_layers + 1)]
+theme.plot(F.norm_heatmap(page.t, depths, labels, norms.tolist()), key="norms_chart", height=760)
+massive = NO.massive_activations(lm, run, ratio=10.0)
+massive_line = None
+if massive:
+    worst = max(massive, key=lambda m: m.norm)
+    at_pos = [m for m in massive if m.position == worst.position]
+    writers = A.residual_decomposition(lm, run, worst.position).parts[:, worst.dim]   # each part's write into that dim
+    up_i, down_i = int(writers.argmax()), int(writers.argmin())
+    massive_line = page.t(
+        "norms.massive", token=md_label(tokens[worst.position]), pos=worst.position, norm=f"{worst.norm:,.0f}",
+        ratio=f"{worst.ratio:,.0f}", depth=depth_label(worst.depth), dim=worst.dim, share=f"{worst.dim_share:.0%}",
+        first=depth_label(min(m.depth for m in at_pos)), last=depth_label(max(m.depth for m in at_pos)),
+        writer=part_label(*dec.labels[up_i]), wrote=f"{float(writers[up_i]):+,.0f}",
+        eraser=part_label(*dec.labels[down_i]), erased=f"{float(writers[down_i]):+,.0f}")
+    others = sorted({m.position for m in massive} - {worst.position})
+    if others:
+        massive_line += " " + page.t("norms.massive_others", tokens=", ".join(md_label(tokens[p]) for p in others[:6]))
+else:
+    massive_line = page.t("norms.no_massive")
+sink_share = None
+if n_pos >= 3:
+    sink = NO.first_token_attention(lm, page.run(lm, tokens, names=NO.sink_names(lm)))      # [n_layers]
+    half = cfg.n_layers // 2
+    sink_share = float(sink[half:].mean())
+    massive_line += " " + page.t("norms.sink", a=half, b=L_LAST, share=f"{sink_share:.0%}", token=md_label(tokens[0]))
+st.info(massive_line, icon=":material/bolt:")
+
+# --- 3. logit lens --------------------------------------------------------------------------
+st.subheader(page.t("lens_title"), anchor=False)
+page.prose("lens")
+window = tuple(range(max(0, pos - LENS_COLUMNS + 1), pos + 1))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)
+def lens_table(model_name: str, ids: tuple[int, ...], window: tuple[int, ...]):
+    lens = LL.logit_lens(lm, page.run(lm, list(ids), names=NAMES), positions=list(window), k=1, include_embed=True)
+    return (lens.top_ids[..., 0].tolist(), lens.top_probs[..., 0].tolist(), lens.target_ids.tolist(),
+            lens.target_ranks.tolist(), lens.target_probs.tolist(), lens.layers)
+
+
+top_ids, top_probs, target_ids, target_ranks, target_probs, lens_layers = lens_table(lm.name, ids, window)
+lens_depths = [depth_label(d + 1) for d in lens_layers]
+short_depths = [page.t("depth.short_embed")] + [str(d) for d in range(cfg.n_layers)]
+cell_labels = [[plot_label(lm.token_text(i), 10) for i in row] for row in top_ids]
+theme.plot(F.lens_figure(page.t, [labels[p] for p in window], lens_depths, cell_labels, top_probs),
+           key="lens_chart", height=220 + 24 * len(lens_depths))
+col = len(window) - 1                                               # the chosen position's column
+predicted = target_ids[col]
+ranks_here = [row[col] for row in target_ranks]
+probs_here = [row[col] for row in target_probs]
+theme.plot(F.rank_figure(page.t, short_depths, ranks_here, probs_here, plot_label(lm.token_text(predicted))),
+           key="rank_chart", height=420)
+first_top = next((i for i in range(len(ranks_here)) if all(r == 0 for r in ranks_here[i:])), None)
+echo = sum(1 for j, p in enumerate(window) if top_ids[0][j] == ids[p])
+
+# --- 4. direct logit attribution -------------------------------------------------------------
+st.subheader(page.t("dla_title"), anchor=False)
+page.prose("dla")
+final_logits = LL.decode_residual(lm, run.cache[f"blocks.{L_LAST}.hook_resid_post"][0, pos])      # [vocab]
+cand = torch.topk(final_logits.softmax(-1), CANDIDATES)
+cand_ids = [int(i) for i in cand.indices]
+cand_probs = [float(p) for p in cand.values]
+figure_area, controls = page.columns()
+with controls:
+    st.caption(page.t("dla.where", token=md_label(tokens[pos]), pos=pos))
+    target = state.url_int("target", page.t("dla.target"), 0, CANDIDATES - 1, 0, widget="select",
+                           format_func=lambda r: page.t("dla.option", rank=r + 1, token=label(lm.token_text(cand_ids[r])),
+                                                        p=f"{cand_probs[r]:.1%}"), help=page.t("dla.target_help"))
+    versus = state.url_int("versus", page.t("dla.versus"), -1, CANDIDATES - 1, -1, widget="select",
+                           format_func=lambda r: page.t("dla.none") if r < 0 else page.t(
+                               "dla.option", rank=r + 1, token=label(lm.token_text(cand_ids[r])), p=f"{cand_probs[r]:.1%}"),
+                           help=page.t("dla.versus_help"))
+token_id = cand_ids[target]
+other_id = cand_ids[versus] if versus >= 0 and versus != target else None
+dla = A.direct_logit_attribution(lm, run, token_id, pos, other_token=other_id)
+what = (page.t("dla.what_diff", token=label(lm.token_text(token_id)), other=label(lm.token_text(other_id)))
+        if other_id is not None else page.t("dla.what_logit", token=label(lm.token_text(token_id))))
+with figure_area:
+    title = html_escape(page.t("dla.title", what=what, total=f"{dla.total:.2f}", logit=f"{dla.logit:.2f}"))
+    theme.plot(F.dla_figure(page.t, dla.embed, dla.attn.tolist(), dla.mlp.tolist(), title), key="dla_chart", height=440)
+st.info(page.t("dla.frozen", s=f"{dla.scale:.2f}", embed=f"{dla.embed:+.2f}", attn=f"{float(dla.attn.sum()):+.2f}",
+               mlp=f"{float(dla.mlp.sum()):+.2f}", total=f"{dla.total:.3f}", logit=f"{dla.logit:.3f}"),
+        icon=":material/lock:")
+strongest_attn = int(dla.attn.abs().argmax())
+figure_area, controls = page.columns()
+with controls:
+    head_layer = state.url_int("head_layer", page.t("heads.layer"), 0, L_LAST, strongest_attn,
+                               help=page.t("heads.layer_help"))
+head_run = page.run(lm, tokens, names=A.head_dla_names(head_layer))
+heads = A.head_logit_attribution(lm, head_run, token_id, head_layer, pos, other_token=other_id)
+with figure_area:
+    theme.plot(F.head_figure(page.t, heads.tolist(), head_layer, html_escape(what)), key="heads_chart", height=380)
+with controls:
+    st.metric(page.t("heads.sum"), f"{float(heads.sum()):+.3f}",
+              help=page.t("heads.sum_help", layer=head_layer, attn=f"{float(dla.attn[head_layer]):+.3f}"))
+
+# --- 5. normalization ------------------------------------------------------------------------
+st.subheader(page.t("norm_title"), anchor=False)
+page.prose("normalization")
+figure_area, controls = page.columns()
+with controls:
+    layer = state.url_int("layer", page.t("layer"), 0, L_LAST, 10, help=page.t("layer_help"))
+vector = run.cache["hook_embed"][0, pos] if layer == 0 else run.cache[f"blocks.{layer - 1}.hook_resid_post"][0, pos]
+cmp = NO.compare_norms(vector, lm.decoder.blocks[layer].ln1.eps)
+with figure_area:
+    title = html_escape(page.t("ln.title", layer=layer, token=label(tokens[pos])))
+    theme.plot(F.norm_compare_figure(page.t, cmp.x.tolist(), cmp.layer_normed.tolist(), cmp.rms_normed.tolist(), title),
+               key="norm_chart", height=560)
+with controls:
+    st.metric(page.t("ln.mean"), f"{cmp.mean:+.3f}")
+    st.metric(page.t("ln.rms_metric"), f"{cmp.rms:.3f}")
+    st.metric(page.t("ln.gap"), f"{cmp.max_gap:.3f}", help=page.t("ln.gap_help"))
+st.markdown(page.t("ln.after_numbers", ln_mean=f"{cmp.ln_mean:+.3f}", ln_std=f"{cmp.ln_std:.3f}",
+                   rms_mean=f"{cmp.rms_mean:+.3f}", rms_rms=f"{cmp.rms_rms:.3f}"))
+
+st.markdown(f"#### {page.t('prepost_title')}")
+page.prose("prepost")
+st.markdown(f"**{page.t('diag.pre_title')}**")
+st.graphviz_chart(F.prenorm_diagram(page.t, font), width="content")
+st.markdown(f"**{page.t('diag.post_title')}**")
+st.graphviz_chart(F.postnorm_diagram(page.t, font), width="content")
+
+st.markdown(f"#### {page.t('grad_title')}")
+page.prose("gradient")
+st.graphviz_chart(F.gradient_diagram(page.t, font, cfg.n_layers), width="content")
+
+
+@st.cache_data(max_entries=16, show_spinner=False)
+def gradient_table(model_name: str, ids: tuple[int, ...], token: int, position: int):
+    flow = NO.residual_gradients(lm, list(ids), token, position)
+    return flow.grad_norms.tolist(), flow.branch_ratio.tolist()
+
+
+grad_norms, branch = gradient_table(lm.name, ids, token_id, pos)
+grad_depths = [str(i) for i in range(cfg.n_layers)] + [page.t("grad.out")]
+theme.plot(F.gradient_figure(page.t, grad_depths, grad_norms), key="grad_chart", height=400)
+skip_wins = sum(1 for a, m in branch if a < 1 and m < 1)
+st.caption(page.t("grad.caption", token=md_label(lm.token_text(token_id)), pos=pos, embed=f"{float(norms[0].mean()):.1f}"))
+
+# --- what to notice ---------------------------------------------------------------------------
+part_big = part_label(*dec.labels[biggest])
+notice = [
+    page.t("notice.sum", token=md_label(tokens[pos]), n=len(part_names), err=f"{dec.max_error:.1e}",
+           embed=f"{float(norms[0, pos]):.1f}", final=f"{final_norm:,.1f}", part=part_big,
+           along=f"{float(along[biggest]):+,.1f}"),
+]
+if massive:
+    notice.append(page.t("notice.massive", token=md_label(tokens[max(massive, key=lambda m: m.norm).position]),
+                         ratio=f"{max(m.ratio for m in massive):,.0f}"))
+if first_top is not None and lens_layers[first_top] < 0:
+    notice.append(page.t("notice.lens_embed", token=md_label(tokens[pos]), pred=md_label(lm.token_text(predicted)),
+                         p=f"{probs_here[-1]:.0%}"))
+elif first_top is not None:
+    notice.append(page.t("notice.lens", token=md_label(tokens[pos]), pred=md_label(lm.token_text(predicted)),
+                         depth=lens_depths[first_top], p=f"{probs_here[-1]:.0%}", n=cfg.n_layers,
+                         k=min(cfg.n_layers, cfg.n_layers - lens_layers[first_top])))
+notice.append(page.t("notice.echo", k=echo, n=len(window)))
+order = torch.argsort(torch.cat([dla.attn, dla.mlp]).abs(), descending=True)[:3].tolist()
+top_parts = ", ".join(f"{part_label('attn' if i < cfg.n_layers else 'mlp', i % cfg.n_layers)} "
+                      f"({float(torch.cat([dla.attn, dla.mlp])[i]):+.2f})" for i in order)
+notice.append(page.t("notice.dla", what=md_escape(what), parts=top_parts, total=f"{dla.total:.2f}",
+                     mlp=f"{float(dla.mlp.sum()):+.2f}", attn=f"{float(dla.attn.sum()):+.2f}"))
+best_head = int(heads.abs().argmax())
+notice.append(page.t("notice.head", layer=head_layer, head=best_head, v=f"{float(heads[best_head]):+.2f}",
+                     attn=f"{float(dla.attn[head_layer]):+.2f}"))
+notice.append(page.t("notice.grad" if grad_norms[1] >= 0.5 * grad_norms[-2] else "notice.grad_shrinks", first=f"{grad_norms[1]:.2f}", last=f"{grad_norms[-2]:.2f}",
+                     n=cfg.n_layers, skip=skip_wins))
+page.notice(notice)
+page.try_this()
+
+# --- the math ---------------------------------------------------------------------------------
+page.math(page.t("math_example", token=md_label(tokens[pos]), what=md_escape(what), s=f"{dla.scale:.3f}",
+                 embed=f"{dla.embed:+.3f}", attn=f"{float(dla.attn.sum()):+.3f}", mlp=f"{float(dla.mlp.sum()):+.3f}",
+                 total=f"{dla.total:.3f}", logit=f"{dla.logit:.3f}", mean=f"{cmp.mean:.3f}", rms=f"{cmp.rms:.3f}",
+                 std=f"{cmp.std:.3f}", layer=layer, d=cfg.d_model))
+page.code(Block.forward, RMSNorm.forward, LL.decode_residual, A.direct_logit_attribution)

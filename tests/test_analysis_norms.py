@@ -46,3 +46,41 @@ def test_residual_norms_and_massive_activations(lm):
     medians = norms.median(dim=1).values
     flagged = {(m.depth, m.position) for m in found}
     assert flagged == {tuple(ix) for ix in (norms >= 10 * medians[:, None]).nonzero().tolist()}
+
+
+def test_residual_gradients_match_finite_differences(lm):
+    """Nudge the residual stream entering block 20 along a direction; the logit moves by
+    gradient . direction (to first order)."""
+    text = "The cat sat on the mat. It was"
+    flow = NO.residual_gradients(lm, text)
+    run = lm.run(text, names=[])
+    token = int(run.logits[0, -1].argmax())
+    assert flow.token == token and flow.position == len(lm.encode(text)) - 1
+    assert flow.grad_norms.shape == (lm.cfg.n_layers + 1,) and torch.all(flow.grad_norms > 0)
+    assert flow.branch_ratio.shape == (lm.cfg.n_layers, 2)
+
+    # the gradient itself, at block 20's input, recomputed for the check
+    from lesson_model.decoder import Hooks
+    hooks = Hooks(names=["blocks.20.hook_resid_pre"], fns={"hook_embed": lambda e: e.detach().requires_grad_(True)})
+    with torch.enable_grad():
+        logits = lm.decoder(lm.to_ids(text), hooks)
+        (grad,) = torch.autograd.grad(logits[0, -1, token], [hooks.cache["blocks.20.hook_resid_pre"]])
+    assert float(grad.norm()) == pytest.approx(float(flow.grad_norms[20]), rel=1e-4)
+    direction = torch.zeros_like(grad)
+    direction[0, -2] = grad[0, -2] / grad[0, -2].norm()       # an earlier position: the effect goes through attention
+    eps = 0.05
+    shifted = lm.run(text, names=[], hooks={"blocks.20.hook_resid_pre": lambda x: x + eps * direction})
+    change = float(shifted.logits[0, -1, token] - run.logits[0, -1, token])
+    assert change == pytest.approx(eps * float((grad * direction).sum()), rel=0.1)
+    assert lm.decoder.W_E.grad is None                        # nothing left on the shared model
+
+
+def test_first_token_attention(lm):
+    text = "The cat sat on the mat. It was tired"
+    run = lm.run(text, names=NO.sink_names(lm))
+    share = NO.first_token_attention(lm, run)
+    assert share.shape == (lm.cfg.n_layers,)
+    p = run.cache["blocks.17.attn.hook_pattern"][0]
+    assert float(share[17]) == pytest.approx(float(sum(p[h, q, 0] for h in range(9) for q in range(1, p.shape[1]))
+                                                 / (9 * (p.shape[1] - 1))), abs=1e-5)
+    assert torch.all((share >= 0) & (share <= 1))

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 import torch
 
 
+CHUNK_ROWS = 256   # vectors decoded per matrix product (256 x 49,152 floats = 50 MB)
+
+
 def logit_lens_names(lm, include_embed: bool = False) -> list[str]:
     """Hook points logit_lens reads."""
     names = [f"blocks.{L}.hook_resid_post" for L in range(lm.cfg.n_layers)]
@@ -59,7 +62,7 @@ def logit_lens(lm, run, positions: list[int] | None = None, k: int = 1, include_
     Returns the top-k tokens with probabilities at each (depth, position), and for each
     position the probability and rank, at every depth, of ``targets`` (default: the token
     the model finally predicts there, the argmax of the last depth's logits).
-    Works one depth at a time, so memory stays at [pos, vocab].
+    Decodes at most CHUNK_ROWS vectors at a time, so memory stays at [CHUNK_ROWS, vocab].
     """
     n_pos = run.cache[f"blocks.{lm.cfg.n_layers - 1}.hook_resid_post"].shape[1]
     positions = list(range(n_pos)) if positions is None else [p % n_pos for p in positions]
@@ -74,18 +77,26 @@ def logit_lens(lm, run, positions: list[int] | None = None, k: int = 1, include_
         if targets is None:
             targets = decode_residual(lm, stream(lm.cfg.n_layers - 1)).argmax(-1)   # [pos]
         targets = torch.as_tensor(targets).reshape(-1)
+        # Every (depth, position) vector in one batch, decoded in chunks of rows: the
+        # unembedding (vocab x d_model) is read once per chunk instead of once per depth.
+        streams = torch.stack([stream(depth) for depth in layers])                 # [depth, pos, d_model]
+        flat = streams.reshape(-1, streams.shape[-1])                               # [depth * pos, d_model]
+        flat_targets = targets.repeat(len(layers))                                  # [depth * pos]
         tops_i, tops_p, t_probs, t_ranks = [], [], [], []
-        for depth in layers:
-            logits = decode_residual(lm, stream(depth))                       # [pos, vocab]
+        for start in range(0, flat.shape[0], CHUNK_ROWS):
+            logits = decode_residual(lm, flat[start:start + CHUNK_ROWS])            # [rows, vocab]
             probs = logits.softmax(-1)
             top = torch.topk(probs, k, dim=-1)
             tops_i.append(top.indices)
             tops_p.append(top.values)
-            target_logit = logits.gather(-1, targets[:, None])                # [pos, 1]
-            t_probs.append(probs.gather(-1, targets[:, None])[:, 0])
-            t_ranks.append((logits > target_logit).sum(-1))
-    return LogitLens(layers=layers, positions=positions, top_ids=torch.stack(tops_i), top_probs=torch.stack(tops_p),
-                     target_ids=targets, target_probs=torch.stack(t_probs), target_ranks=torch.stack(t_ranks))
+            tgt = flat_targets[start:start + CHUNK_ROWS, None]                      # [rows, 1]
+            t_probs.append(probs.gather(-1, tgt)[:, 0])
+            t_ranks.append((logits > logits.gather(-1, tgt)).sum(-1))
+        shape = (len(layers), len(positions))
+        top_ids, top_probs = torch.cat(tops_i).reshape(*shape, k), torch.cat(tops_p).reshape(*shape, k)
+        target_probs, target_ranks = torch.cat(t_probs).reshape(shape), torch.cat(t_ranks).reshape(shape)
+    return LogitLens(layers=layers, positions=positions, top_ids=top_ids, top_probs=top_probs,
+                     target_ids=targets, target_probs=target_probs, target_ranks=target_ranks)
 
 
 def first_depth_on_top(lens: LogitLens, column: int) -> int | None:

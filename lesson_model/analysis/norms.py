@@ -107,3 +107,75 @@ def massive_activations(lm, run, ratio: float = 10.0) -> list[MassiveActivation]
             ratio=float(norms[depth, pos] / medians[depth]), dim=dim, value=float(vec[dim]),
             dim_share=float(vec[dim] ** 2 / vec.pow(2).sum())))
     return found
+
+
+# --------------------------------------------------------------------------- the gradient's path back
+
+@dataclass
+class GradientFlow:
+    """How the gradient of one logit reaches each depth of the residual stream."""
+    token: int
+    position: int
+    grad_norms: torch.Tensor    # [n_layers + 1]: |d logit / d resid| entering block 0..n-1, then after the last block
+    branch_ratio: torch.Tensor  # [n_layers, 2]: per block, |gradient through attn| / |gradient through the skip|, same for the MLP
+
+
+def gradient_names(lm) -> list[str]:
+    """Hook points residual_gradients differentiates with respect to."""
+    names = [f"blocks.{L}.hook_resid_pre" for L in range(lm.cfg.n_layers)]
+    names += [f"blocks.{L}.hook_resid_mid" for L in range(lm.cfg.n_layers)]
+    return names + [f"blocks.{lm.cfg.n_layers - 1}.hook_resid_post"]
+
+
+def residual_gradients(lm, x, token: int | None = None, position: int = -1) -> GradientFlow:
+    """Backpropagate one logit (``token`` at ``position``; default the model's top prediction
+    there) to the residual stream at every depth, as training would.
+
+    Each block computes  mid = pre + attn(pre),  post = mid + mlp(mid),  so the gradient
+    arriving at ``pre`` is the one at ``mid`` (the skip path, multiplied by exactly 1) plus
+    what flows back through the attention branch; likewise for the MLP. ``grad_norms`` are
+    the gradient's lengths over all positions; ``branch_ratio`` compares, per block, the
+    part that came back through a branch with the part that came through the skip.
+
+    Runs its own forward and backward pass (no parameter gradients are kept, and nothing is
+    stored on the shared model).
+    """
+    from lesson_model.decoder import Hooks
+
+    ids = lm.to_ids(x)
+    names = gradient_names(lm)
+    hooks = Hooks(names=names, fns={"hook_embed": lambda e: e.detach().requires_grad_(True)})
+    with torch.enable_grad():
+        logits = lm.decoder(ids, hooks)                                        # [1, pos, vocab]
+        if token is None:
+            token = int(logits[0, position].argmax())
+        grads = torch.autograd.grad(logits[0, position, token], [hooks.cache[n] for n in names])
+    g = {n: gr[0].detach().float() for n, gr in zip(names, grads)}            # each [pos, d_model]
+    L = lm.cfg.n_layers
+    after = [g[f"blocks.{i + 1}.hook_resid_pre"] if i + 1 < L else g[f"blocks.{L - 1}.hook_resid_post"] for i in range(L)]
+    norms = torch.stack([g[f"blocks.{i}.hook_resid_pre"].norm() for i in range(L)] + [after[-1].norm()])
+    ratio = torch.zeros(L, 2)
+    for i in range(L):
+        pre, mid = g[f"blocks.{i}.hook_resid_pre"], g[f"blocks.{i}.hook_resid_mid"]
+        ratio[i, 0] = (pre - mid).norm() / mid.norm().clamp_min(1e-12)         # attention branch vs skip
+        ratio[i, 1] = (mid - after[i]).norm() / after[i].norm().clamp_min(1e-12)   # MLP branch vs skip
+    n_pos = ids.shape[1]
+    return GradientFlow(token=int(token), position=position % n_pos, grad_norms=norms, branch_ratio=ratio)
+
+
+def sink_names(lm) -> list[str]:
+    """Hook points first_token_attention reads."""
+    return [f"blocks.{L}.attn.hook_pattern" for L in range(lm.cfg.n_layers)]
+
+
+def first_token_attention(lm, run, skip: int = 1) -> torch.Tensor:
+    """Per layer, the average share of attention that goes to position 0: [n_layers].
+
+    Averaged over every head and over the query positions from ``skip`` on (position 0 can
+    only attend to itself). Large values mean the first token works as an attention sink.
+    """
+    shares = []
+    for L in range(lm.cfg.n_layers):
+        pattern = run.cache[f"blocks.{L}.attn.hook_pattern"][0]                 # [n_heads, q, k]
+        shares.append(pattern[:, skip:, 0].float().mean() if pattern.shape[1] > skip else torch.tensor(float("nan")))
+    return torch.stack(shares)
