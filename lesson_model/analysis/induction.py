@@ -178,14 +178,16 @@ class Ablation:
 
 
 def ablate(lm, tokens: torch.Tensor, scores: torch.Tensor, k: int, seed: int = 0,
-           n_random: int = 3) -> Ablation:
+           n_random: int = 3, baseline: float | None = None) -> Ablation:
     """Zero the top-k induction heads, and (control) n_random sets of k random heads chosen
-    among the others; return the loss on the second copy for each."""
+    among the others; return the loss on the second copy for each. ``baseline`` (the
+    intact model's loss on these tokens, e.g. InductionExperiment.mean_loss_second) saves
+    one forward pass when given."""
     top = [(layer, head) for layer, head, _ in top_k_heads(scores, k)]
     n_layers, n_heads = scores.shape
     sets = [random_heads(n_layers, n_heads, k, seed * 1000 + draw, exclude=set(top)) for draw in range(n_random)]
     return Ablation(
-        k=k, baseline=second_copy_loss(lm, tokens), top_heads=top, top_loss=second_copy_loss(lm, tokens, top),
+        k=k, baseline=second_copy_loss(lm, tokens) if baseline is None else baseline, top_heads=top, top_loss=second_copy_loss(lm, tokens, top),
         random_sets=sets, random_losses=[second_copy_loss(lm, tokens, s) for s in sets],
     )
 

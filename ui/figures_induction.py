@@ -1,0 +1,104 @@
+"""Figures for the induction-heads lesson (pages/induction.py). Builders take plain numbers,
+escaped labels and ``tr`` (the page's translation function)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ui import theme
+
+Tr = Callable[..., str]
+STRIPE = theme.OKABE_ITO[3]      # vermillion: the induction stripe / the chosen heads
+FIRST, SECOND = theme.OKABE_ITO[0], theme.OKABE_ITO[1]
+GREY = "#9ca3af"
+
+
+def score_map_figure(scores: Sequence[Sequence[float]], top: Sequence[tuple[int, int]], tr: Tr) -> go.Figure:
+    """Layer x head induction scores, the top-k heads outlined."""
+    n_layers, n_heads = len(scores), len(scores[0])
+    fig = go.Figure(go.Heatmap(
+        z=[[float(v) for v in row] for row in scores], x=list(range(n_heads)), y=list(range(n_layers)),
+        colorscale=theme.SEQUENTIAL, zmin=0, zmax=1, xgap=1, ygap=1,
+        colorbar=dict(title=dict(text=tr("fig.score"), side="right"), tickformat=".0%", thickness=14),
+        hovertemplate=f"{tr('fig.head_word')} %{{y}}.%{{x}}: %{{z:.1%}}<extra></extra>"))
+    for layer, head in top:
+        fig.add_shape(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+                      line=dict(color=STRIPE, width=3))
+    fig.update_xaxes(title=tr("fig.head_axis"), tickmode="linear", dtick=1)
+    fig.update_yaxes(title=tr("fig.layer_axis"), tickmode="linear", dtick=2, autorange="reversed")
+    fig.update_layout(title=tr("fig.map_title"))
+    return fig
+
+
+def stripe_patterns_figure(patterns: Sequence[Sequence[Sequence[float]]], names: Sequence[str],
+                           scores: Sequence[float], seq_len: int, token_text: Sequence[str], tr: Tr) -> go.Figure:
+    """The best heads' patterns on one repeated sequence, the induction stripe (query in
+    the second copy -> the token after its first occurrence) drawn as a dashed line and
+    the copies separated."""
+    n = 2 * seq_len
+    fig = make_subplots(rows=1, cols=len(patterns), horizontal_spacing=0.05,
+                        subplot_titles=[tr("fig.top_title", head=name, score=f"{s:.0%}")
+                                        for name, s in zip(names, scores)])
+    hover = (f"{tr('fig.query_pos')} %{{y}} (%{{customdata[0]}})<br>{tr('fig.key_pos')} %{{x}} "
+             f"(%{{customdata[1]}})<br>{tr('fig.weight')}: %{{z:.1%}}<extra></extra>")
+    custom = [[[token_text[i], token_text[j]] for j in range(n)] for i in range(n)]
+    for c, pattern in enumerate(patterns, start=1):
+        z = [[float(pattern[i][j]) if j <= i else None for j in range(n)] for i in range(n)]
+        fig.add_trace(go.Heatmap(z=z, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1, showscale=c == 1,
+                                 customdata=custom, hovertemplate=hover,
+                                 colorbar=dict(title=dict(text=tr("fig.weight"), side="right"), tickformat=".0%",
+                                               thickness=12)), 1, c)
+        # The stripe: queries seq_len..2*seq_len-1, keys 1..seq_len.
+        fig.add_trace(go.Scatter(x=[1, seq_len], y=[seq_len, 2 * seq_len - 1], mode="lines", hoverinfo="skip",
+                                 showlegend=False, line=dict(color=STRIPE, width=2, dash="dash")), 1, c)
+        for pos in (seq_len - 0.5,):
+            fig.add_hline(y=pos, line=dict(color="white", width=1), row=1, col=c)
+            fig.add_vline(x=pos, line=dict(color="white", width=1), row=1, col=c)
+    fig.update_xaxes(title=tr("fig.key_pos"), range=[-0.5, n - 0.5])
+    fig.update_yaxes(range=[n - 0.5, -0.5])
+    fig.update_yaxes(title=tr("fig.query_pos"), row=1, col=1)
+    return fig
+
+
+def loss_figure(first: Sequence[float], second: Sequence[float], tr: Tr) -> go.Figure:
+    """Per-token loss on the first vs the second copy, by position inside the copy."""
+    xs = list(range(1, len(first) + 1))
+    fig = go.Figure()
+    fig.add_scatter(x=xs, y=[float(v) for v in first], name=tr("fig.first_copy"), mode="lines+markers",
+                    line=dict(color=FIRST, width=3), marker=dict(size=5),
+                    hovertemplate="%{x}: %{y:.2f}<extra></extra>")
+    fig.add_scatter(x=xs, y=[float(v) for v in second], name=tr("fig.second_copy"), mode="lines+markers",
+                    line=dict(color=SECOND, width=3, dash="dash"), marker=dict(size=5, symbol="diamond"),
+                    hovertemplate="%{x}: %{y:.2f}<extra></extra>")
+    fig.update_xaxes(title=tr("fig.index_axis"))
+    fig.update_yaxes(title=tr("fig.loss_axis"), rangemode="tozero")
+    fig.update_layout(title=tr("fig.loss_title"), legend=dict(orientation="h", y=-0.25, yanchor="top"))
+    return fig
+
+
+def ablation_figure(labels: Sequence[str], values: Sequence[float], colours: Sequence[str], tr: Tr) -> go.Figure:
+    """Loss on the second copy: intact, top-k zeroed, random k zeroed."""
+    fig = go.Figure(go.Bar(x=list(labels), y=[float(v) for v in values], marker_color=list(colours),
+                           text=[f"{float(v):.2f}" for v in values], textposition="outside", cliponaxis=False,
+                           hovertemplate="%{x}: %{y:.3f}<extra></extra>"))
+    fig.update_yaxes(title=tr("fig.loss_axis"), rangemode="tozero", range=[0, max(values) * 1.18])
+    fig.update_xaxes(type="category")
+    fig.update_layout(title=tr("fig.ablation_title"))
+    return fig
+
+
+def site_heads_figure(names: Sequence[str], weights: Sequence[float], highlight: Sequence[bool], tr: Tr,
+                      title: str) -> go.Figure:
+    """The heads with the most attention from the second A to B on the learner's text;
+    heads that are also top induction heads on random tokens highlighted."""
+    colours = [STRIPE if h else theme.OKABE_ITO[0] for h in highlight]
+    fig = go.Figure(go.Bar(x=[float(w) for w in weights], y=list(names), orientation="h", marker_color=colours,
+                           text=[f"{float(w):.0%}" for w in weights], textposition="outside", cliponaxis=False,
+                           hovertemplate="%{y}: %{x:.1%}<extra></extra>"))
+    fig.update_yaxes(type="category", autorange="reversed", title=tr("fig.head_axis_full"))
+    fig.update_xaxes(range=[0, 1.15], tickformat=".0%", title=tr("fig.weight"))
+    fig.update_layout(title=title)
+    return fig
