@@ -29,7 +29,9 @@ tokens = page.tokens(lm, cap=CAP)
 ids = tuple(tok.id for tok in tokens)
 n_pos = len(tokens)
 labels = axis_labels(tokens)
-NAMES = sorted(set(A.dla_names(lm)) | set(NO.residual_names(lm)) | set(LL.logit_lens_names(lm)))
+SINK_LAYERS = list(range(cfg.n_layers // 2, cfg.n_layers))      # second half: where the sink is measured
+NAMES = sorted(set(A.dla_names(lm)) | set(NO.residual_names(lm)) | set(LL.logit_lens_names(lm))
+               | set(NO.sink_names(lm, SINK_LAYERS)))
 
 
 def part_label(kind: str, layer: int) -> str:
@@ -87,10 +89,9 @@ else:
     massive_line = page.t("norms.no_massive")
 sink_share = None
 if n_pos >= 3:
-    sink = NO.first_token_attention(lm, page.run(lm, tokens, names=NO.sink_names(lm)))      # [n_layers]
-    half = cfg.n_layers // 2
-    sink_share = float(sink[half:].mean())
-    massive_line += " " + page.t("norms.sink", a=half, b=L_LAST, share=f"{sink_share:.0%}", token=md_label(tokens[0]))
+    sink_share = float(NO.first_token_attention(lm, run, layers=SINK_LAYERS).mean())
+    massive_line += " " + page.t("norms.sink", a=SINK_LAYERS[0], b=SINK_LAYERS[-1], share=f"{sink_share:.0%}",
+                                 token=md_label(tokens[0]))
 st.info(massive_line, icon=":material/bolt:")
 
 # --- 3. logit lens --------------------------------------------------------------------------

@@ -84,3 +84,6 @@ def test_first_token_attention(lm):
     assert float(share[17]) == pytest.approx(float(sum(p[h, q, 0] for h in range(9) for q in range(1, p.shape[1]))
                                                  / (9 * (p.shape[1] - 1))), abs=1e-5)
     assert torch.all((share >= 0) & (share <= 1))
+    some = NO.first_token_attention(lm, run, layers=[17, 3])
+    assert torch.allclose(some, share[[17, 3]])
+    assert NO.sink_names(lm, [17, 3]) == ["blocks.17.attn.hook_pattern", "blocks.3.attn.hook_pattern"]

@@ -32,7 +32,8 @@ def errors(at) -> list[str]:
 
 
 def model_run(lm, prompt):
-    names = sorted(set(A.dla_names(lm)) | set(NO.residual_names(lm)) | set(LL.logit_lens_names(lm)))
+    names = sorted(set(A.dla_names(lm)) | set(NO.residual_names(lm)) | set(LL.logit_lens_names(lm))
+                   | set(NO.sink_names(lm, range(15, 30))))
     return lm.run(prompt, names=names)
 
 
@@ -79,6 +80,8 @@ def test_norms_heatmap_matches_the_model(open_page, lm):
     info = " ".join(i.value for i in at.info)
     worst = max(massive, key=lambda m: m.norm)
     assert f"{worst.norm:,.0f}" in info and str(worst.dim) in info
+    share = float(NO.first_token_attention(lm, run, layers=range(15, 30)).mean())
+    assert f"{share:.0%}" in info
 
 
 @pytest.mark.parametrize("prompt", ["貓坐在墊子上，因為牠累了。", "🐱 cats 😀 and 🐶 dogs 👍🏽", "Hi"])

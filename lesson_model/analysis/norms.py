@@ -163,19 +163,21 @@ def residual_gradients(lm, x, token: int | None = None, position: int = -1) -> G
     return GradientFlow(token=int(token), position=position % n_pos, grad_norms=norms, branch_ratio=ratio)
 
 
-def sink_names(lm) -> list[str]:
-    """Hook points first_token_attention reads."""
-    return [f"blocks.{L}.attn.hook_pattern" for L in range(lm.cfg.n_layers)]
+def sink_names(lm, layers=None) -> list[str]:
+    """Hook points first_token_attention reads (default: every layer)."""
+    layers = range(lm.cfg.n_layers) if layers is None else layers
+    return [f"blocks.{L}.attn.hook_pattern" for L in layers]
 
 
-def first_token_attention(lm, run, skip: int = 1) -> torch.Tensor:
-    """Per layer, the average share of attention that goes to position 0: [n_layers].
+def first_token_attention(lm, run, skip: int = 1, layers=None) -> torch.Tensor:
+    """Per layer (default: every layer), the average share of attention that goes to
+    position 0: [len(layers)].
 
     Averaged over every head and over the query positions from ``skip`` on (position 0 can
     only attend to itself). Large values mean the first token works as an attention sink.
     """
     shares = []
-    for L in range(lm.cfg.n_layers):
+    for L in (range(lm.cfg.n_layers) if layers is None else layers):
         pattern = run.cache[f"blocks.{L}.attn.hook_pattern"][0]                 # [n_heads, q, k]
         shares.append(pattern[:, skip:, 0].float().mean() if pattern.shape[1] > skip else torch.tensor(float("nan")))
     return torch.stack(shares)
