@@ -18,12 +18,19 @@ CAP = 512            # tokens of the prompt shown as chips
 COMPARE_MAX = 300    # characters of the second text
 SPLIT_SHOWN = 6      # split characters listed under the chips
 
+
+
+def id_range(r) -> str:
+    return f"{r.first:,}–{r.last:,}" if r is not None else "—"
+
+
 page = Lesson("tokens")
 page.header()
 lm = page.model()
 text = state.prompt()
 tokens = page.tokens(lm, cap=CAP)
 counts = T.text_counts(lm, text)
+facts = T.vocabulary_facts(lm, n_longest=8)
 groups = T.character_groups(tokens, text)
 split = [g for g in groups if g.split]
 
@@ -46,7 +53,8 @@ with figure:
                               split_lines(split, lambda **f: page.t("chips.split_line", **f), SPLIT_SHOWN)))
     theme.plot(id_figure(tokens[:64], page.t("ids.title"), page.t("ids.x"), page.t("ids.y"), lm.cfg.vocab_size,
                          page.t("ids.hover")), key="token_ids", height=360)
-    st.caption(page.t("ids.caption"))
+    st.caption(page.t("ids.caption", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
+                      first=f"{facts.merged_range.first:,}" if facts.merged_range else "—"))
 
 with st.expander(page.t("table.title"), icon=":material/table:"):
     char_of = {id(tok): g.text for g in groups for tok in g.tokens}
@@ -118,7 +126,6 @@ eos = sorted(lm.eos_token_ids)
 
 # --- 5. the vocabulary ---------------------------------------------------------------------------
 st.subheader(page.t("vocab.title"), anchor=False)
-facts = T.vocabulary_facts(lm, n_longest=8)
 cols = st.columns(4)
 cols[0].metric(page.t("vocab.size"), f"{facts.size:,}")
 cols[1].metric(page.t("vocab.special"), f"{len(facts.special):,}")
@@ -126,12 +133,11 @@ cols[2].metric(page.t("vocab.bytes"), f"{facts.n_single_bytes:,}", help=page.t("
 cols[3].metric(page.t("vocab.merges"), f"{facts.n_merges:,}", help=page.t("vocab.merges_help"))
 
 
-def id_range(r) -> str:
-    return f"{r.first:,}–{r.last:,}" if r is not None else "—"
-
-
 st.markdown(page.t("vocab.ranges", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
                    merged=id_range(facts.merged_range)))
+if facts.missing_bytes:
+    st.caption(page.t("vocab.missing", n=len(facts.missing_bytes),
+                      bytes=", ".join(f"{b:02X}" for b in facts.missing_bytes)))
 left, right = st.columns([3, 2], gap="medium")
 with left:
     theme.plot(length_histogram(facts.length_counts, page.t("vocab.hist_title"), page.t("vocab.hist_x"),
@@ -167,9 +173,14 @@ else:
 ordinary = [tok for tok in tokens if not tok.special]
 if ordinary:
     longest = max(ordinary, key=lambda tok: (len(tok.bytes), -tok.id))
-    low, high = min(ordinary, key=lambda tok: tok.id), max(ordinary, key=lambda tok: tok.id)
     notes.append(page.t("notice.longest", token=md_label(longest, 30), n=len(longest.bytes)))
-    notes.append(page.t("notice.ids", low=md_label(low), low_id=f"{low.id:,}", high=md_label(high), high_id=f"{high.id:,}"))
+# Only merged pieces have a learning order (single bytes are the starting alphabet).
+merged = [tok for tok in ordinary if facts.merged_range and tok.id >= facts.merged_range.first]
+if len({tok.id for tok in merged}) > 1:
+    low, high = min(merged, key=lambda tok: tok.id), max(merged, key=lambda tok: tok.id)
+    first = facts.merged_range.first
+    notes.append(page.t("notice.ids", low=md_label(low), low_id=f"{low.id:,}", high=md_label(high), high_id=f"{high.id:,}",
+                        low_rank=f"{low.id - first:,}", high_rank=f"{high.id - first:,}"))
 digits = [tok for tok in tokens if tok.text.strip().isdigit()]
 if digits:
     notes.append(page.t("notice.digits", n=len(digits)))

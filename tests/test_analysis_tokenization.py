@@ -119,3 +119,15 @@ def test_letter_counts_ignore_byte_pieces(smollm2):
     text = "猫e"
     counts = T.letter_counts(smollm2.tokenize(text), "e")
     assert sum(n for _, n in counts) == 1      # "<E7>" shows an E but holds no letter e
+
+
+def test_missing_bytes_are_dropped_by_the_tokenizer(smollm2):
+    """The page says the alphabet lacks some byte values and that such bytes are lost."""
+    f = T.vocabulary_facts(smollm2)
+    assert len(f.missing_bytes) == 256 - f.n_single_bytes == 21
+    assert 0x04 in f.missing_bytes and 0xC0 in f.missing_bytes and 0xF1 in f.missing_bytes
+    assert ord("a") not in f.missing_bytes
+    assert smollm2.decode(smollm2.encode("a\x04b")) == "ab"
+    # Every byte value that occurs in the vocabulary at all has its own single-byte entry.
+    present = {b for i in range(f.size) if i not in smollm2.tokenizer.special_ids for b in smollm2.tokenizer.token_bytes(i)}
+    assert not present & set(f.missing_bytes)

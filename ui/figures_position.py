@@ -111,7 +111,7 @@ def same_vector_figure(points: torch.Tensor, tokens: Sequence[str], title: str, 
                     hovertemplate=hover + "<extra></extra>", showlegend=False)
     if n:
         fig.add_scatter(x=[0, float(points[0, 0])], y=[0, float(points[0, 1])], mode="lines",
-                        line=dict(color=theme.OKABE_ITO[1], width=3), hoverinfo="skip", showlegend=False)
+                        line=dict(color="#6b7280", width=2.5, dash="dash"), hoverinfo="skip", showlegend=False)
     if highlight is not None and 0 <= highlight < n:
         fig.add_scatter(x=[0, float(points[highlight, 0])], y=[0, float(points[highlight, 1])], mode="lines",
                         line=dict(color=theme.OKABE_ITO[3], width=3), hoverinfo="skip", showlegend=False)

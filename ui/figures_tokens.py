@@ -13,7 +13,7 @@ import streamlit as st
 
 from lesson_model.analysis.tokenization import CharacterGroup
 from ui import state, theme
-from ui.text import code_span, md_escape, shorten
+from ui.text import code_span, html_escape, md_escape, shorten
 from ui.tokens import label, plot_label
 
 # A fixed parallel corpus: the same sentence in English, Traditional and Simplified Chinese.
@@ -86,7 +86,7 @@ def cost_figure(rows: Sequence[tuple[str, Sequence[int]]], series: Sequence[str]
     rows: (row label, value per series); hover: optional extra hover text per row per series.
     """
     fig = go.Figure()
-    labels = [html_label(r[0]) for r in rows]
+    labels = [html_escape(shorten(r[0], 24)) for r in rows]
     for s, name in enumerate(series):
         values = [r[1][s] for r in rows]
         extra = [h[s] for h in hover] if hover is not None else [""] * len(rows)

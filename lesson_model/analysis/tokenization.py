@@ -152,6 +152,7 @@ class VocabularyFacts:
     longest: tuple[tuple[int, str, int], ...]   # (id, text, bytes) of the longest entries
     longest_words: tuple[tuple[int, str, int], ...]   # longest entries made of letters only
     length_counts: tuple[tuple[int, int], ...]  # (length in bytes, how many entries) for every length
+    missing_bytes: tuple[int, ...] = ()         # byte values with no single-byte entry (the tokenizer drops them)
 
 
 def _contiguous(ids: list[int]) -> IdRange | None:
@@ -211,6 +212,7 @@ def vocabulary_facts(lm, n_longest: int = 8) -> VocabularyFacts:
         longest=tuple((i, bytes_as_text(pieces[i]), len(pieces[i])) for i in by_length[:keep]),
         longest_words=tuple((i, bytes_as_text(pieces[i]), len(pieces[i])) for i in words[:keep]),
         length_counts=tuple(sorted(Counter(len(pieces[i]) for i in ordinary).items())),
+        missing_bytes=tuple(sorted(set(range(256)) - {pieces[i][0] for i in singles})) if view.byte_level else (),
     )
     with _FACTS_LOCK:
         _FACTS[lm] = facts
