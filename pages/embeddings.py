@@ -2,6 +2,7 @@
 space where related tokens sit close together, where some vector arithmetic works, and
 where word order does not exist yet."""
 
+import pandas as pd
 import streamlit as st
 import torch
 
@@ -49,6 +50,18 @@ def same_word(a: str, b: str) -> bool:
     return a.strip().lower() == b.strip().lower()
 
 
+# Whole-vocabulary searches are one pass over the 113 MB table each: keep their small results,
+# shared by every session (the model name is part of the key).
+@st.cache_data(max_entries=512, show_spinner=False)
+def neighbours_of(model_name: str, token_id: int, k: int, _lm) -> list[E.Neighbour]:
+    return E.nearest_neighbours(_lm, token_id, k=k)
+
+
+@st.cache_data(max_entries=256, show_spinner=False)
+def analogy_of(model_name: str, a: int, b: int, c: int, expected: int | None, k: int, _lm) -> E.Analogy:
+    return E.analogy(_lm, a, b, c, k=k, expected=expected)
+
+
 # --- 1. one row of the table --------------------------------------------------------------------
 st.subheader(page.t("row.title"), anchor=False)
 figure, controls = page.columns()
@@ -57,7 +70,7 @@ with controls:
                         format_func=lambda i: position_label(tokens, i), help=page.t("row.pos_help"))
 token = tokens[pos]
 row = rows[pos]
-nearest = E.nearest_neighbours(lm, token.id, k=1)[0]
+nearest = neighbours_of(lm.name, token.id, K_MAX, lm)[0]
 cos_prompt = E.cosine_matrix(rows)                # [pos, pos]
 others = [i for i in range(len(tokens)) if ids[i] != token.id]
 far = min(others, key=lambda i: float(cos_prompt[pos, i])) if others else None
@@ -94,12 +107,18 @@ if word.strip():
     else:
         query_id = found
 query_text = lm.token_text(query_id)
-neighbours = E.nearest_neighbours(lm, query_id, k=k)
+neighbours = neighbours_of(lm.name, query_id, K_MAX, lm)[:k]
 with figure:
     theme.plot(bar_figure(axis_labels([n.text for n in neighbours]), [n.cosine for n in neighbours],
                           page.t("nb.chart_title", token=plot_label(query_text), k=k), page.t("nb.x"),
                           ids=[n.id for n in neighbours], hover_id=page.t("nb.hover_id")),
                key="neighbours_chart", height=140 + 30 * k)
+    with st.expander(page.t("nb.table"), icon=":material/table:"):
+        st.dataframe(pd.DataFrame({page.t("nb.col_rank"): range(1, len(neighbours) + 1),
+                                   page.t("nb.col_token"): [label(n.text, 40) for n in neighbours],
+                                   page.t("nb.col_id"): [n.id for n in neighbours],
+                                   page.t("nb.x"): [round(n.cosine, 4) for n in neighbours]}),
+                     hide_index=True, width="stretch")
 variants = [n for n in neighbours if same_word(n.text, query_text)]
 
 # --- 3. analogies ----------------------------------------------------------------------------------
@@ -138,7 +157,7 @@ else:
     if expect.strip() and expect_id is None:
         st.warning(page.t("ana.expect_not_one", word=md_label(expect, 30), pieces=pieces_text(resolve(expect)[1])),
                    icon=":material/call_split:")
-    analogy = E.analogy(lm, resolved["a"][0], resolved["b"][0], resolved["c"][0], k=ANALOGY_TOP, expected=expect_id)
+    analogy = analogy_of(lm.name, resolved["a"][0], resolved["b"][0], resolved["c"][0], expect_id, ANALOGY_TOP, lm)
     top_ids = [n.id for n in analogy.top]
     highlight = top_ids.index(expect_id) if expect_id in top_ids else None
     figure, controls = page.columns()
