@@ -102,16 +102,16 @@ st.subheader(page.t("neurons_title"), anchor=False)
 page.prose("neurons")
 top = N.neuron_top_activations(lm, run, layer, pos, k=TOP_NEURONS)
 options = [str(a.neuron) for a in top]
+predicted = int(decode_residual(lm, run.cache[last_resid][0, pos]).argmax())    # the model's next token here
+pushes = N.neuron_effects_on_token(lm, run, layer, predicted, pos)              # [d_ff]
+best = max(top, key=lambda a: float(pushes[a.neuron]))        # the default: the one pushing that token most
 figure_area, controls = page.columns()
 with controls:
     st.caption(page.t("neurons.where", layer=layer, token=md_label(tokens[pos]), pos=pos))
-    neuron = int(state.url_choice("neuron", page.t("neuron"), options, options[0],
+    neuron = int(state.url_choice("neuron", page.t("neuron"), options, str(best.neuron),
                                   format_func=lambda o: page.t("neuron_option", n=o, v=f"{float(post[pos, int(o)]):+.2f}"),
                                   help=page.t("neuron_help", k=TOP_NEURONS)))
 acts = N.neuron_activations(lm, run, layer, neuron)                  # [pos]
-predicted = int(decode_residual(lm, run.cache[last_resid][0, pos]).argmax())    # the model's next token here
-pushes = N.neuron_effects_on_token(lm, run, layer, predicted, pos)              # [d_ff]
-best = max(top, key=lambda a: float(pushes[a.neuron]))
 effect = N.neuron_logit_effect(lm, run, layer, neuron, pos, k=VOCAB_K)
 with figure_area:
     theme.plot(F.neuron_bar_figure(page.t, [a.neuron for a in top], [a.value for a in top], neuron, token_plot),

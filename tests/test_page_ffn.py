@@ -44,11 +44,16 @@ def test_default_prompt_every_language(open_page, lm, lang):
     top = N.neuron_top_activations(lm, run, layer, -1, k=12)
     bars = chart(at, "neuron_bars")["data"][0]
     assert bars["x"] == pytest.approx([a.value for a in top], abs=1e-4)
-    assert at.selectbox(key="neuron").value == str(top[0].neuron)
+    # the neuron shown first: of these, the one that pushes the model's next token up the most
+    run_effect = lm.run(prompt, names=N.neuron_effect_names(layer))
+    predicted = int(run_effect.logits[0, -1].argmax())
+    pushes = N.neuron_effects_on_token(lm, run_effect, layer, predicted, -1)
+    best = max(top, key=lambda a: float(pushes[a.neuron])).neuron
+    assert at.selectbox(key="neuron").value == str(best)
     # the neuron strip shows that neuron on every token
     strip = chart(at, "neuron_strip")["data"][0]
     cells = [v for row in strip["z"] for v in row if v is not None]
-    assert cells == pytest.approx(N.neuron_activations(lm, run, layer, top[0].neuron).tolist(), abs=1e-4)
+    assert cells == pytest.approx(N.neuron_activations(lm, run, layer, best).tolist(), abs=1e-4)
     # the notice and the math are filled with numbers from this run
     notice = " ".join(m.value for m in at.markdown)
     assert f"{top[0].value:+.2f}" in notice
