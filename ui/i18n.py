@@ -27,10 +27,11 @@ _LANG_KEY = "_lang"
 _SECTION = re.compile(r"^##[ \t]+([A-Za-z0-9_-]+)[ \t]*$", re.MULTILINE)
 _CJK = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
 # A single line break inside a paragraph next to a CJK character (Markdown would show it
-# as a space), unless the other side is Latin text or the next line starts a block.
+# as a space), unless the other side is Latin text, the next line starts a block, or the
+# line ends with "*" (joined, a closing "**" before a CJK letter would no longer close).
 _CJK_BREAK = re.compile(
     rf"(?<=[{_CJK}])\n(?![A-Za-z0-9(\[`$]|[-+*] |\d+\. |#|>|\||\n)"
-    rf"|(?<=[^A-Za-z0-9)\]`$\n])\n(?=\**[{_CJK}])"
+    rf"|(?<=[^A-Za-z0-9)\]`$*\n])\n(?=\**[{_CJK}])"
 )
 
 

@@ -38,10 +38,6 @@ def get_model():
         st.stop()
 
 
-def param_total(lm) -> int:
-    return lm.param_counts()["total"]
-
-
 @dataclass(frozen=True)
 class CachedRun:
     """What a page asked of one forward pass. Tensors keep lesson_model's batch dim (1)."""
