@@ -3,12 +3,14 @@ cosine heatmaps. Every visible word comes in as an argument; token text is escap
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
 import torch
 
 from ui import theme
+from ui.tokens import label as label_text
 from ui.tokens import plot_label
 
 # Word groups for the map: every word, with a leading space, is one token of SmolLM2's
@@ -82,15 +84,15 @@ def map_figure(coords: torch.Tensor, words: Sequence[str], groups: Sequence[str]
                axis_titles: Sequence[str], title: str, pairs: Sequence[tuple[int, int]] = ()) -> go.Figure:
     """Labelled points coloured by group (2-D or 3-D), with optional lines between pairs."""
     three = coords.shape[1] >= 3
-    positions = label_positions(coords[:, :2])
+    shown = [plot_label(w, 14) for w in words]
+    offsets = [] if three else place_labels(coords[:, :2], [label_text(w) for w in words])
     fig = go.Figure()
     order = list(dict.fromkeys(groups))
     for g_index, g in enumerate(order):
         idx = [i for i, gg in enumerate(groups) if gg == g]
         pts = coords[idx]
-        common = dict(mode="markers+text", name=group_names.get(g, g), text=[plot_label(words[i], 14) for i in idx],
-                      textposition="top center" if three else [positions[i] for i in idx],
-                      textfont=dict(size=theme.FONT_SIZE - 2), hovertemplate="%{text}<extra>" + group_names.get(g, g) + "</extra>",
+        common = dict(mode="markers+text" if three else "markers", name=group_names.get(g, g),
+                      text=[shown[i] for i in idx], textposition="top center", textfont=dict(size=theme.FONT_SIZE - 2), hovertemplate="%{text}<extra>" + group_names.get(g, g) + "</extra>",
                       marker=dict(size=9 if not three else 5, color=theme.OKABE_ITO[g_index % len(theme.OKABE_ITO)],
                                   symbol=["circle", "square", "diamond", "triangle-up", "x", "cross", "star"][g_index % 7]
                                   if not three else "circle"))
@@ -106,6 +108,12 @@ def map_figure(coords: torch.Tensor, words: Sequence[str], groups: Sequence[str]
         else:
             fig.add_scatter(x=[float(coords[a, 0]), float(coords[b, 0])], y=[float(coords[a, 1]), float(coords[b, 1])],
                             **line)
+    for i, (dx, dy) in enumerate(offsets):
+        far = (dx * dx + dy * dy) ** 0.5 > 20
+        fig.add_annotation(x=float(coords[i, 0]), y=float(coords[i, 1]), text=shown[i], ax=dx, ay=dy,
+                           showarrow=far, arrowhead=0, arrowwidth=1, arrowcolor="#9ca3af", standoff=4,
+                           font=dict(size=theme.FONT_SIZE - 3, color="#1f2937"),
+                           xshift=0 if far else dx, yshift=0 if far else -dy)
     fig.update_layout(title=title, legend=dict(itemsizing="constant"))
     if three:
         fig.update_layout(scene=dict(xaxis_title=axis_titles[0], yaxis_title=axis_titles[1], zaxis_title=axis_titles[2]))
@@ -115,29 +123,54 @@ def map_figure(coords: torch.Tensor, words: Sequence[str], groups: Sequence[str]
     return fig
 
 
-def label_positions(xy: torch.Tensor) -> list[str]:
-    """Where to put each point's label so that close neighbours do not print on top of each
-    other: above by default, below when another point sits just above, and to the side
-    when both are taken (a small greedy pass, good enough for a few dozen points)."""
+def place_labels(xy: torch.Tensor, texts: Sequence[str], plot_px: float = 480.0, char_px: float = 8.5,
+                 line_px: float = 18.0) -> list[tuple[float, float]]:
+    """Pixel offsets (ax, ay) for each point's label so that labels overlap neither each other
+    nor the points: a greedy pass, densest points first, over rings of candidate spots.
+
+    ``plot_px`` is the assumed size of the plotting area (the figure stretches, so this is an
+    estimate; a wrong guess only makes labels a little closer or farther than needed)."""
     n = xy.shape[0]
     if n == 0:
         return []
-    span = (xy.max(dim=0).values - xy.min(dim=0).values).clamp_min(1e-9)
-    near_x, near_y = 0.14 * float(span[0]), 0.07 * float(span[1])
-    out = []
-    for i in range(n):
-        dx = (xy[:, 0] - xy[i, 0]).abs()
-        dy = xy[:, 1] - xy[i, 1]
-        close = (dx < near_x) & (torch.arange(n) != i)
-        above = bool((close & (dy > 0) & (dy < near_y)).any())
-        below = bool((close & (dy < 0) & (dy > -near_y)).any())
-        if not above:
-            out.append("top center")
-        elif not below:
-            out.append("bottom center")
-        else:
-            out.append("middle right")
-    return out
+    span = float((xy.max(dim=0).values - xy.min(dim=0).values).max().clamp_min(1e-9))
+    scale = plot_px / span
+    px = [(float(p[0]) * scale, -float(p[1]) * scale) for p in xy]          # screen: y grows downwards
+    boxes: list[tuple[float, float, float, float]] = [(x - 5, y - 5, x + 5, y + 5) for x, y in px]   # the markers
+
+    def hits(box) -> float:
+        x0, y0, x1, y1 = box
+        total = 0.0
+        for bx0, by0, bx1, by1 in boxes:
+            w, h = min(x1, bx1) - max(x0, bx0), min(y1, by1) - max(y0, by0)
+            if w > 0 and h > 0:
+                total += w * h
+        return total
+
+    crowd = [sum(1 for q in px if abs(q[0] - p[0]) < 60 and abs(q[1] - p[1]) < 30) for p in px]
+    order = sorted(range(n), key=lambda i: -crowd[i])
+    offsets: list[tuple[float, float]] = [(0.0, -14.0)] * n
+    candidates = [(0.0, -14.0), (0.0, 14.0)]
+    for radius in (26, 44, 64, 88, 116):
+        for k in range(12):
+            a = 2 * math.pi * k / 12
+            candidates.append((radius * math.cos(a), radius * math.sin(a) * 0.7))
+    for i in order:
+        w = char_px * max(1, len(texts[i]))
+        best, best_cost = candidates[0], None
+        for dx, dy in candidates:
+            cx, cy = px[i][0] + dx, px[i][1] + dy
+            box = (cx - w / 2, cy - line_px / 2, cx + w / 2, cy + line_px / 2)
+            cost = hits(box) + 0.02 * (dx * dx + dy * dy) ** 0.5
+            if best_cost is None or cost < best_cost:
+                best, best_cost = (dx, dy), cost
+                if cost < 1.0 and (dx, dy) in candidates[:2]:
+                    break
+        dx, dy = best
+        cx, cy = px[i][0] + dx, px[i][1] + dy
+        boxes.append((cx - w / 2, cy - line_px / 2, cx + w / 2, cy + line_px / 2))
+        offsets[i] = (dx, dy)
+    return offsets
 
 
 def cosine_heatmap(matrix: torch.Tensor, x_labels: Sequence[str], y_labels: Sequence[str], title: str,
