@@ -173,7 +173,7 @@ with figure_area:
 big = int((post[pos].abs() > 0.1 * post[pos].abs().max()).sum())
 mlp_share = mine.parts["mlp"] / mine.total
 notice = [
-    page.t("notice.top", layer=layer, token=md_label(tokens[pos]), n=top[0].neuron, v=f"{top[0].value:+.2f}",
+    page.t("notice.top" if big < cfg.d_ff // 2 else "notice.top_dense", layer=layer, token=md_label(tokens[pos]), n=top[0].neuron, v=f"{top[0].value:+.2f}",
            big=big, total=f"{cfg.d_ff:,}"),
     page.t("notice.gate", layer=layer, pct=f"{negative_gate:.0%}"),
     page.t("notice.collapse", rank=rank, d=cfg.d_model, gap=f"{check.mlp_gap:.0%}"),
@@ -191,7 +191,7 @@ notice.append(page.t("notice.params", share=f"{mlp_share:.0%}", mlp=millions(min
 first = max(range(n_pos), key=lambda i: float(post[i].abs().max()))
 if n_pos > 2 and float(post[first].abs().max()) > 20 * float(post.abs().max(dim=1).values.median()):
     hot = int(post[first].abs().argmax())
-    notice.append(page.t("notice.massive", layer=layer, token=md_label(tokens[first]), n=hot,
+    notice.append(page.t("notice.massive" if first == 0 else "notice.massive_other", layer=layer, token=md_label(tokens[first]), n=hot,
                          v=f"{float(post[first, hot]):+,.0f}",
                          median=f"{float(post.abs().max(dim=1).values.median()):.1f}"))
 page.notice(notice)
