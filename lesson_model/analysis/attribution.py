@@ -88,7 +88,7 @@ def logit_direction(lm, token: int, other_token: int | None = None) -> torch.Ten
     direction = d.W_U[:, token].detach().double()
     if other_token is not None:
         direction = direction - d.W_U[:, other_token].detach().double()
-    return direction * d.ln_final.weight.detach().double()
+    return (direction * d.ln_final.weight.detach().double()).cpu()      # runs keep their tensors on the CPU
 
 
 @dataclass

@@ -30,13 +30,20 @@ def logit_lens_names(lm, include_embed: bool = False) -> list[str]:
 
 
 def decode_residual(lm, resid: torch.Tensor) -> torch.Tensor:
-    """The model's read-out applied to any residual vectors: [..., d_model] -> logits [..., vocab]."""
+    """The model's read-out applied to any residual vectors: [..., d_model] -> logits [..., vocab]
+    (computed on the model's device, returned on resid's)."""
+    return _decode(lm, resid).to(resid.device)
+
+
+def _decode(lm, resid: torch.Tensor) -> torch.Tensor:
+    """decode_residual, leaving the logits on the model's device."""
     d = lm.decoder
     w = d.ln_final.weight.detach().float()
     eps = d.ln_final.eps
-    resid = resid.float()
-    normed = resid / (resid.pow(2).mean(-1, keepdim=True) + eps).sqrt() * w    # [..., d_model]
-    return normed @ d.W_U.detach().float()                                     # [..., vocab]
+    resid = resid.float().to(w.device)
+    with torch.inference_mode():
+        normed = resid / (resid.pow(2).mean(-1, keepdim=True) + eps).sqrt() * w    # [..., d_model]
+        return normed @ d.W_U.detach().float()                                     # [..., vocab]
 
 
 @dataclass
@@ -75,8 +82,8 @@ def logit_lens(lm, run, positions: list[int] | None = None, k: int = 1, include_
 
     with torch.inference_mode():
         if targets is None:
-            targets = decode_residual(lm, stream(lm.cfg.n_layers - 1)).argmax(-1)   # [pos]
-        targets = torch.as_tensor(targets).reshape(-1)
+            targets = _decode(lm, stream(lm.cfg.n_layers - 1)).argmax(-1)          # [pos]
+        targets = torch.as_tensor(targets).reshape(-1).to(lm.decoder.W_E.device)
         # Every (depth, position) vector in one batch, decoded in chunks of rows: the
         # unembedding (vocab x d_model) is read once per chunk instead of once per depth.
         streams = torch.stack([stream(depth) for depth in layers])                 # [depth, pos, d_model]
@@ -84,7 +91,7 @@ def logit_lens(lm, run, positions: list[int] | None = None, k: int = 1, include_
         flat_targets = targets.repeat(len(layers))                                  # [depth * pos]
         tops_i, tops_p, t_probs, t_ranks = [], [], [], []
         for start in range(0, flat.shape[0], CHUNK_ROWS):
-            logits = decode_residual(lm, flat[start:start + CHUNK_ROWS])            # [rows, vocab]
+            logits = _decode(lm, flat[start:start + CHUNK_ROWS])                    # [rows, vocab]
             probs = logits.softmax(-1)
             top = torch.topk(probs, k, dim=-1)
             tops_i.append(top.indices)
@@ -93,8 +100,9 @@ def logit_lens(lm, run, positions: list[int] | None = None, k: int = 1, include_
             t_probs.append(probs.gather(-1, tgt)[:, 0])
             t_ranks.append((logits > logits.gather(-1, tgt)).sum(-1))
         shape = (len(layers), len(positions))
-        top_ids, top_probs = torch.cat(tops_i).reshape(*shape, k), torch.cat(tops_p).reshape(*shape, k)
-        target_probs, target_ranks = torch.cat(t_probs).reshape(shape), torch.cat(t_ranks).reshape(shape)
+        top_ids, top_probs = torch.cat(tops_i).reshape(*shape, k).cpu(), torch.cat(tops_p).reshape(*shape, k).cpu()
+        target_probs, target_ranks = torch.cat(t_probs).reshape(shape).cpu(), torch.cat(t_ranks).reshape(shape).cpu()
+        targets = targets.cpu()
     return LogitLens(layers=layers, positions=positions, top_ids=top_ids, top_probs=top_probs,
                      target_ids=targets, target_probs=target_probs, target_ranks=target_ranks)
 

@@ -149,7 +149,7 @@ def neuron_effects_on_token(lm, run, layer: int, token: int, position: int = -1)
     with torch.inference_mode():
         column = d.W_U[:, token].detach().float() * d.ln_final.weight.detach().float()   # [d_model]
         per_unit = d.blocks[layer].mlp.down_proj.detach().float() @ column                # [d_ff]
-    return post * per_unit / scale
+    return post * per_unit.to(post.device) / scale
 
 
 # --------------------------------------------------------------------------- why the non-linearity
@@ -181,9 +181,9 @@ def linear_collapse(lm, layer: int, x: torch.Tensor | None = None) -> LinearColl
         tol = s.max() * max(product.shape) * torch.finfo(torch.float32).eps
         if x is None:
             x = torch.randn(up.shape[0], generator=torch.Generator().manual_seed(0), dtype=torch.float64)
-        x = x.detach().double().reshape(-1)
+        x = x.detach().double().reshape(-1).to(up.device)
         err = float(((x @ up) @ down - x @ product).abs().max())
-    return LinearCollapse(product=product.float(), singular_values=s.float(), rank=int((s > tol).sum()),
+    return LinearCollapse(product=product.float().cpu(), singular_values=s.float().cpu(), rank=int((s > tol).sum()),
                           params_two=up.numel() + down.numel(), params_one=product.numel(), max_error=err)
 
 
@@ -203,9 +203,11 @@ class Additivity:
 
 
 def mlp_forward(lm, layer: int, x: torch.Tensor) -> torch.Tensor:
-    """The layer's MLP on MLP inputs x [..., d_model] (already normalized, weight applied)."""
+    """The layer's MLP on MLP inputs x [..., d_model] (already normalized, weight applied),
+    computed on the model's device and returned on x's."""
     mlp = lm.decoder.blocks[layer].mlp
-    return swiglu(x @ mlp.gate_proj, x @ mlp.up_proj) @ mlp.down_proj
+    v = x.to(mlp.down_proj.device)
+    return (swiglu(v @ mlp.gate_proj, v @ mlp.up_proj) @ mlp.down_proj).to(x.device)
 
 
 def nonlinearity_check(lm, run, layer: int, pos_a: int, pos_b: int) -> Additivity:
@@ -216,7 +218,7 @@ def nonlinearity_check(lm, run, layer: int, pos_a: int, pos_b: int) -> Additivit
     """
     mlp = lm.decoder.blocks[layer].mlp
     w = lm.decoder.blocks[layer].ln2.weight.detach().float()
-    normalized = run.cache[f"blocks.{layer}.ln2.hook_normalized"][0].float()   # [pos, d_model]
+    normalized = run.cache[f"blocks.{layer}.ln2.hook_normalized"][0].float().to(w.device)   # [pos, d_model]
     a, b = normalized[pos_a] * w, normalized[pos_b] * w                        # [d_model] each: what the MLP reads
     with torch.inference_mode():
         f = lambda v: mlp_forward(lm, layer, v)                                # noqa: E731

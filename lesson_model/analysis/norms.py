@@ -150,7 +150,7 @@ def residual_gradients(lm, x, token: int | None = None, position: int = -1) -> G
         if token is None:
             token = int(logits[0, position].argmax())
         grads = torch.autograd.grad(logits[0, position, token], [hooks.cache[n] for n in names])
-    g = {n: gr[0].detach().float() for n, gr in zip(names, grads)}            # each [pos, d_model]
+    g = {n: gr[0].detach().float().cpu() for n, gr in zip(names, grads)}      # each [pos, d_model]
     L = lm.cfg.n_layers
     after = [g[f"blocks.{i + 1}.hook_resid_pre"] if i + 1 < L else g[f"blocks.{L - 1}.hook_resid_post"] for i in range(L)]
     norms = torch.stack([g[f"blocks.{i}.hook_resid_pre"].norm() for i in range(L)] + [after[-1].norm()])
