@@ -28,35 +28,38 @@ def loop_figure() -> go.Figure:
     """The decoder loop: seven stages left to right, the block stack framed, and the
     dashed arrow that appends the picked token and runs again."""
     stages = [
-        ("text", page.t("diagram.text"), "#f3f4f6"),
-        ("tokens", page.t("diagram.tokens"), "#f3f4f6"),
-        ("vectors", page.t("diagram.vectors", d_model=cfg.d_model), "#f3f4f6"),
-        ("attn", page.t("diagram.attention"), "#cfe3f3"),
-        ("ffn", page.t("diagram.ffn"), "#fbe3bf"),
-        ("scores", page.t("diagram.scores", vocab=f"{cfg.vocab_size:,}"), "#f3f4f6"),
-        ("pick", page.t("diagram.pick"), "#c9ede0"),
+        (page.t("diagram.text"), "#f3f4f6"),
+        (page.t("diagram.tokens"), "#f3f4f6"),
+        (page.t("diagram.vectors", d_model=cfg.d_model), "#f3f4f6"),
+        (page.t("diagram.attention"), "#cfe3f3"),
+        (page.t("diagram.ffn"), "#fbe3bf"),
+        (page.t("diagram.scores", vocab=f"{cfg.vocab_size:,}"), "#f3f4f6"),
+        (page.t("diagram.pick"), "#c9ede0"),
     ]
-    half_w, half_h, grey = 0.43, 0.5, "#6b7280"
-    fig = go.Figure()
-    for x, (_, text, fill) in enumerate(stages):
-        fig.add_shape(type="rect", x0=x - half_w, x1=x + half_w, y0=-half_h, y1=half_h,
-                      fillcolor=fill, line=dict(color=grey, width=1.5), layer="below")
-        fig.add_annotation(x=x, y=0, text=html_escape(text).replace("\n", "<br>"), showarrow=False)
-        if x:
-            fig.add_annotation(x=x - half_w, y=0, ax=x - 1 + half_w, ay=0, xref="x", yref="y", axref="x",
-                               ayref="y", text="", showarrow=True, arrowhead=2, arrowwidth=1.5, arrowcolor=grey)
-    fig.add_shape(type="rect", x0=2.5, x1=4.5, y0=-0.68, y1=0.95, line=dict(color=theme.OKABE_ITO[0], dash="dash"))
-    fig.add_annotation(x=3.5, y=0.8, text=html_escape(page.t("diagram.block", n=cfg.n_layers)), showarrow=False,
-                       font=dict(color=theme.OKABE_ITO[0]))
-    back, last = theme.OKABE_ITO[3], len(stages) - 1
-    fig.add_shape(type="path", path=f"M {last},{-half_h} L {last},-0.95 L 1,-0.95", line=dict(color=back, dash="dash", width=2))
-    fig.add_annotation(x=1, y=-half_h, ax=1, ay=-0.95, xref="x", yref="y", axref="x", ayref="y", text="",
-                       showarrow=True, arrowhead=2, arrowwidth=2, arrowcolor=back)
-    fig.add_annotation(x=(last + 1) / 2, y=-1.2, text=html_escape(page.t("diagram.append")), showarrow=False,
-                       font=dict(color=back))
-    fig.update_xaxes(visible=False, range=[-0.5, len(stages) - 0.5], fixedrange=True)
+    half_w, half_h, grey, blue, back = 0.43, 0.5, "#6b7280", theme.OKABE_ITO[0], theme.OKABE_ITO[3]
+    last = len(stages) - 1
+    arrow = dict(xref="x", yref="y", axref="x", ayref="y", text="", showarrow=True, arrowhead=2)
+    shapes = [dict(type="rect", x0=x - half_w, x1=x + half_w, y0=-half_h, y1=half_h, fillcolor=fill,
+                   line=dict(color=grey, width=1.5), layer="below") for x, (_, fill) in enumerate(stages)]
+    shapes += [
+        dict(type="rect", x0=2.5, x1=4.5, y0=-0.68, y1=0.95, line=dict(color=blue, dash="dash")),
+        dict(type="path", path=f"M {last},{-half_h} L {last},-0.95 L 1,-0.95", line=dict(color=back, dash="dash", width=2)),
+    ]
+    notes = [dict(x=x, y=0, text=html_escape(text).replace("\n", "<br>"), showarrow=False)
+             for x, (text, _) in enumerate(stages)]
+    notes += [dict(x=x - half_w, y=0, ax=x - 1 + half_w, ay=0, arrowwidth=1.5, arrowcolor=grey, **arrow)
+              for x in range(1, len(stages))]
+    notes += [
+        dict(x=1, y=-half_h, ax=1, ay=-0.95, arrowwidth=2, arrowcolor=back, **arrow),
+        dict(x=3.5, y=0.8, text=html_escape(page.t("diagram.block", n=cfg.n_layers)), showarrow=False,
+             font=dict(color=blue)),
+        dict(x=(last + 1) / 2, y=-1.2, text=html_escape(page.t("diagram.append")), showarrow=False,
+             font=dict(color=back)),
+    ]
+    fig = go.Figure(layout=dict(shapes=shapes, annotations=notes, showlegend=False, hovermode=False,
+                                dragmode=False, margin=dict(l=0, r=0, t=0, b=0)))
+    fig.update_xaxes(visible=False, range=[-0.5, last + 0.5], fixedrange=True)
     fig.update_yaxes(visible=False, range=[-1.45, 1.05], fixedrange=True)
-    fig.update_layout(showlegend=False, hovermode=False, dragmode=False, margin=dict(l=0, r=0, t=0, b=0))
     fig.update_annotations(font_size=theme.FONT_SIZE - 1)
     return fig
 

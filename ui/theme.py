@@ -4,6 +4,7 @@ read on a projector. Pages draw with ``ui.theme.plot(fig, key=...)``."""
 from __future__ import annotations
 
 import plotly.graph_objects as go
+import plotly.io as pio
 import streamlit as st
 
 from ui.i18n import current_lang
@@ -23,6 +24,14 @@ FONT_SIZE = 16
 MONO = "Noto Sans Mono, DejaVu Sans Mono, monospace"
 
 
+# The course template, the default for every figure of the process (the same for every
+# session; the language's font is set per figure in style()). Applied when a figure is
+# created, which is far cheaper than assigning a template to a finished figure.
+pio.templates["decoder_lab"] = go.layout.Template(pio.templates["plotly_white"])
+pio.templates["decoder_lab"].layout.update(colorway=OKABE_ITO, font=dict(size=FONT_SIZE, color="#1f2937"))
+pio.templates.default = "decoder_lab"
+
+
 def font_family(lang: str | None = None) -> str:
     return FONTS[lang or current_lang()]
 
@@ -30,9 +39,7 @@ def font_family(lang: str | None = None) -> str:
 def style(fig: go.Figure, height: int | None = None) -> go.Figure:
     """Apply the course look to a figure in place (and return it)."""
     fig.update_layout(
-        template="plotly_white",
         font=dict(family=font_family(), size=FONT_SIZE, color="#1f2937"),
-        colorway=OKABE_ITO,
         hoverlabel=dict(font=dict(family=font_family(), size=FONT_SIZE)),
         legend=dict(font=dict(size=FONT_SIZE - 2)),
     )

@@ -98,7 +98,7 @@ def screenshot(page, path) -> None:
     page.set_viewport_size(VIEWPORT)
 
 
-def wait_until_drawn(page, timeout_ms: int = 120_000) -> None:
+def wait_until_drawn(page, timeout_ms: int = 240_000) -> None:
     """Wait for the script run to finish and every chart in the main area to be drawn."""
     page.wait_for_selector(TITLE, timeout=timeout_ms)
     page.wait_for_selector(IDLE, state="attached", timeout=timeout_ms)
