@@ -18,6 +18,7 @@ from ui.tokens import axis_labels, label, plot_label, position_label
 CAP = 64            # tokens of the prompt this page runs
 SEARCH_TOP = 8      # heads listed by the search
 OPEN_BUTTONS = 3    # of which this many get an "open" button
+SIDE_BY_SIDE = 24   # longer prompts draw the pattern and the lines view one under the other
 
 page = Lesson("attention")
 page.header()
@@ -86,7 +87,7 @@ st.caption(page.t("check_caption", w_err=f"{steps.max_weight_error:.1e}", z_err=
 st.subheader(page.t("pattern_title", head=head_name(layer, head)), anchor=False)
 page.prose("pattern")
 pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][0, head]          # [q_pos, k_pos]
-left, right = st.columns([3, 2], gap="medium")
+left, right = st.columns([3, 2], gap="medium") if n <= SIDE_BY_SIDE else (st.container(), st.container())
 with left:
     theme.plot(F.pattern_figure(pattern.tolist(), labels, query,
                                 page.t("fig.pattern_title", head=head_name(layer, head)), page.t),
