@@ -32,8 +32,9 @@ def code_span(text: str) -> str:
 
 
 def html_escape(text: str) -> str:
-    """Text for plotly labels, hover text and titles (plotly understands <b>, <a>, <br>...)."""
-    return html.escape(text, quote=True)
+    """Text for plotly labels, hover text and titles (plotly understands <b>, <a>, <br>...).
+    Quotes become numeric entities: plotly decodes &#34; but shows &quot; literally."""
+    return html.escape(text, quote=False).replace('"', "&#34;").replace("'", "&#39;")
 
 
 def shorten(text: str, limit: int) -> str:
