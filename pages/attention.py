@@ -181,9 +181,16 @@ rows = "\n".join(
     page.t("math_row", target=md_tok(j), raw=f"{float(steps.raw[j]):.2f}",
            scaled=f"{float(steps.scaled[j]):.2f}", w=f"{float(weights[j]):.1%}")
     for j in order)
-denominator = float(steps.masked[: query + 1].exp().sum())
+denominator = float(steps.masked[: query + 1].double().exp().sum())
+
+
+def readable(x: float) -> str:
+    """A positive number for the worked example: plain digits while they stay short."""
+    return f"{x:,.2f}" if x < 1e9 else f"{x:.3e}"
+
+
 page.math(page.t("math_example", head=head_name(layer, head), query=md_tok(query), d=cfg.d_head,
-                 s=f"{steps.scale:g}", n=query + 1, denom=f"{denominator:.4g}",
-                 e=f"{float(steps.scaled[order[0]].exp()):.4g}", w=f"{float(weights[order[0]]):.1%}",
+                 s=f"{steps.scale:g}", n=query + 1, denom=readable(denominator),
+                 e=readable(float(steps.scaled[order[0]].double().exp())), w=f"{float(weights[order[0]]):.1%}",
                  target=md_tok(order[0])) + "\n\n" + page.t("math_table") + "\n" + rows)
 page.code(Attention.forward, A.attention_steps)
