@@ -58,14 +58,14 @@ def test_row_strip_and_neighbours_come_from_the_table(open_page, lm, lang, promp
     ids = lm.encode(text)
     chosen = ids[1]                                          # the page's default position is 1
     strip = chart(at, "row_strip")["data"][0]
-    torch.testing.assert_close(torch.tensor(arr(strip["z"])[0]), lm.decoder.W_E.detach()[chosen].float(), atol=1e-6, rtol=0)
+    torch.testing.assert_close(torch.tensor(arr(strip["z"])[0]), lm.decoder.W_E.detach().cpu()[chosen].float(), atol=1e-6, rtol=0)
     nearest = E.nearest_neighbours(lm, chosen, k=12)
     bars = chart(at, "neighbours_chart")["data"][0]
     assert bars["customdata"] == [n.id for n in nearest]
     assert arr(bars["x"]).tolist() == pytest.approx([n.cosine for n in nearest], abs=1e-6)
     # The prompt's cosine matrix is the matrix of its embedding rows.
     heat = chart(at, "prompt_cosines")["data"][0]
-    expected = E.cosine_matrix(lm.decoder.W_E.detach()[ids])
+    expected = E.cosine_matrix(lm.decoder.W_E.detach().cpu()[ids])
     torch.testing.assert_close(torch.tensor(arr(heat["z"])), expected, atol=1e-5, rtol=0)
 
 
@@ -118,7 +118,7 @@ def test_map_choices_and_bad_values(open_page, lm):
     n_points = sum(len(arr(trace["x"])) for trace in data)
     assert n_points == sum(len(GROUPS[g]) for g in MAPS["time"])
     ids = [lm.encode(" " + w)[0] for g in MAPS["time"] for w in GROUPS[g]]
-    p = E.pca(lm.decoder.W_E.detach()[ids], 3)
+    p = E.pca(lm.decoder.W_E.detach().cpu()[ids], 3)
     first = data[0]
     xs = arr(first["x"]).tolist()
     assert xs == pytest.approx(p.coords[: len(xs), 0].tolist(), abs=1e-4)

@@ -48,7 +48,7 @@ def test_ladder_turning_and_relative_scores_match_the_model(open_page, lm, lang,
     n = len(ids)
     # The frequency ladder is the model's own inv_freq.
     ladder = arr(chart(at, "ladder")["data"][0]["y"])
-    np.testing.assert_allclose(ladder, lm.decoder.rope.inv_freq.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ladder, lm.decoder.rope.inv_freq.cpu().numpy(), rtol=1e-6)
     # Defaults: layer 16, head 0, pair 0, query at the last token, key just before it.
     layer, head = 16, 0
     run = lm.run(ids, names=R.rope_hook_names(layer))
@@ -81,7 +81,7 @@ def test_same_vector_circle(open_page, lm):
     np.testing.assert_allclose(radius, radius[0], rtol=1e-4)        # the same vector: one circle
     run = lm.run("The cat sat on the mat", names=R.rope_hook_names(16))
     q = run.cache["blocks.16.attn.hook_q"][0, 2, 0]
-    theta = float(lm.decoder.rope.inv_freq[3])
+    theta = float(lm.decoder.rope.inv_freq.cpu()[3])
     for p in range(len(xs)):
         expected = R.rotate_pair([float(q[3]), float(q[35])], p * theta)
         assert [xs[p], ys[p]] == pytest.approx(expected.tolist(), abs=1e-4)
@@ -104,7 +104,7 @@ def test_url_values_are_clamped_with_notes(open_page):
 def test_clock_hands_follow_the_formula(open_page, lm):
     at = open_page("position", lang="zh-Hans", params={"clock": 1000})
     hands = chart(at, "clock_chart")["data"]
-    thetas = lm.decoder.rope.inv_freq
+    thetas = lm.decoder.rope.inv_freq.cpu()
     for trace, pair in zip(hands, (0, 4, 8, 16, 24, 31)):
         deg = arr(trace["theta"])[1]
         assert deg == pytest.approx(math.degrees(1000 * float(thetas[pair])) % 360, abs=1e-3)
