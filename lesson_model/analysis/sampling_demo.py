@@ -66,7 +66,7 @@ def temperature_sweep(logits: torch.Tensor, temperatures=FOUR_TEMPERATURES) -> l
     for T in temperatures:
         probs = next_token_distribution(logits, temperature=float(T))     # [vocab]
         ranked = probs.sort(descending=True).values.double().cumsum(0)
-        rows.append(SweepRow(float(T), float(probs.max()), float(entropy(probs)),
+        rows.append(SweepRow(float(T), float(probs.max()), max(0.0, float(entropy(probs))),
                              int((ranked < 0.9 - 1e-9).sum()) + 1))
     return rows
 
