@@ -129,7 +129,7 @@ def query_weight_slices(lm, layer: int) -> torch.Tensor:
     n_chunks = cfg.d_model // cfg.d_head
     blocks = W_Q[: n_chunks * cfg.d_head].reshape(n_chunks, cfg.d_head, cfg.n_heads, cfg.d_head)  # [chunk, in, head, out]
     norms = blocks.pow(2).sum(dim=(1, 3)).sqrt().T                                    # [n_heads, n_chunks]
-    return norms / norms.sum(dim=1, keepdim=True)
+    return (norms / norms.sum(dim=1, keepdim=True)).cpu()
 
 
 def inputs_feeding_head(lm, layer: int) -> torch.Tensor:
@@ -138,4 +138,4 @@ def inputs_feeding_head(lm, layer: int) -> torch.Tensor:
     cfg = lm.cfg
     W_Q = lm.decoder.blocks[layer].attn.W_Q.detach()                                 # [d_model, n_heads*d_head]
     per_head = W_Q.reshape(cfg.d_model, cfg.n_heads, cfg.d_head)                     # [d_model, n_heads, d_head]
-    return (per_head != 0).any(dim=-1).sum(dim=0)                                   # [n_heads]
+    return (per_head != 0).any(dim=-1).sum(dim=0).cpu()                             # [n_heads]
