@@ -248,10 +248,19 @@ class Attention(nn.Module):
 
         # 5. Each head writes back through its slice of W_O; the writes add up.
         if hooks.wants(f"{name}.hook_result"):
-            W_O_per_head = self.W_O.view(cfg.n_heads, cfg.d_head, cfg.d_model)        # [n_heads, d_head, d_model]
-            result = torch.einsum("bphd,hdm->bphm", z, W_O_per_head)                  # [batch, pos, n_heads, d_model]
-            return hooks(f"{name}.hook_result", result).sum(dim=2)                    # [batch, pos, d_model]
+            result = hooks(f"{name}.hook_result", self.head_results(z))               # [batch, pos, n_heads, d_model]
+            return result.sum(dim=2)                                                  # [batch, pos, d_model]
         return z.reshape(batch, n_new, cfg.n_heads * cfg.d_head) @ self.W_O           # [batch, pos, d_model]
+
+    def head_results(self, z: torch.Tensor) -> torch.Tensor:
+        """What each head writes into the residual stream: z [batch, pos, n_heads, d_head] -> [batch, pos, n_heads, d_model].
+
+        Summed over heads this is z @ W_O; kept apart it is n_heads times as big, so it is only
+        computed when someone asks for hook_result.
+        """
+        cfg = self.cfg
+        W_O_per_head = self.W_O.view(cfg.n_heads, cfg.d_head, cfg.d_model)            # [n_heads, d_head, d_model]
+        return torch.einsum("bphd,hdm->bphm", z, W_O_per_head)
 
 
 # --------------------------------------------------------------------------- MLP

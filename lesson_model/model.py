@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
@@ -11,12 +12,54 @@ from .generation import generate_steps
 from .tokens import Token, TokenizerView, bytes_as_text
 
 
+class Captures(Mapping):
+    """The tensors one run captured, by hook name, in the order the forward pass reached them.
+
+    A read-only mapping. Each head's write (blocks.{L}.attn.hook_result, n_heads times the size
+    of the attention output) is filled in when first read, from the same run's hook_z, with the
+    einsum the forward pass would use (Attention.head_results), unless a hook function changes
+    it during the pass. So a full capture holds the big per-head tensors only for layers that
+    are actually looked at, and capturing never changes how the pass computes its output.
+    """
+
+    def __init__(self, order: list[str], tensors: dict[str, torch.Tensor],
+                 deferred: dict[str, Callable[[], torch.Tensor]] | None = None):
+        self._order = order
+        self._tensors = tensors
+        self._deferred = dict(deferred or {})
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        tensor = self._tensors.get(name)
+        if tensor is None:
+            make = self._deferred.get(name)
+            if make is None:
+                raise KeyError(name)
+            tensor = self._tensors[name] = make()   # two threads may both compute it: same value
+        return tensor
+
+    def __contains__(self, name) -> bool:
+        return name in self._tensors or name in self._deferred
+
+    def __iter__(self):
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __repr__(self) -> str:
+        return f"Captures({len(self)} hook points)"
+
+    def held_bytes(self) -> int:
+        """Bytes of the tensors held right now (deferred entries not yet read count as nothing)."""
+        return sum(t.numel() * t.element_size() for t in self._tensors.values())
+
+
 @dataclass
 class Run:
     """What one forward pass produced."""
     ids: torch.Tensor                  # [batch, pos]
     logits: torch.Tensor               # [batch, pos, vocab]
-    cache: dict[str, torch.Tensor]     # captured hook points, by name
+    cache: Mapping[str, torch.Tensor]  # captured hook points, by name (a Captures)
 
 
 class LessonModel:
@@ -91,15 +134,39 @@ class LessonModel:
         hooks={name: fn} calls fn(tensor) at that point; a returned tensor replaces it.
         Nothing is stored on the model, so concurrent calls never see each other's hooks.
         """
-        unknown = (set(names or ()) | set(hooks or ())) - self._hook_name_set
+        if isinstance(names, str):
+            raise KeyError(f"names must be a list of hook names, not the string {names!r}")
+        hooks = dict(hooks or {})
+        wanted = set(self._hook_names) if names is None else set(names)
+        unknown = (wanted | set(hooks)) - self._hook_name_set
         if unknown:
             raise KeyError(f"unknown hook point(s): {sorted(unknown)[:5]}")
         ids = self.to_ids(x)
-        context = Hooks(names, hooks)
+
+        # Per-head writes that are only looked at (no hook function) are computed when read,
+        # from hook_z; see Captures. (On a GPU they are computed now: the cache moves to the CPU.)
+        deferred = set()
+        if self.device.type == "cpu":
+            deferred = {n for n in wanted if n.endswith(".attn.hook_result") and n not in hooks}
+        z_for_deferred = {n.replace(".hook_result", ".hook_z") for n in deferred}
+        context = Hooks(names=(wanted - deferred) | z_for_deferred, fns=hooks)
         with torch.inference_mode():
             logits = self.decoder(ids, context)
+
         to_cpu = (lambda t: t.cpu()) if self.device.type != "cpu" else (lambda t: t)
-        return Run(ids=to_cpu(ids), logits=to_cpu(logits), cache={k: to_cpu(v) for k, v in context.cache.items()})
+        tensors = {k: to_cpu(v) for k, v in context.cache.items() if k in wanted}
+        makers = {n: self._head_results_of(n, context.cache[n.replace(".hook_result", ".hook_z")]) for n in deferred}
+        order = [n for n in self._hook_names if n in wanted]
+        return Run(ids=to_cpu(ids), logits=to_cpu(logits), cache=Captures(order, tensors, makers))
+
+    def _head_results_of(self, name: str, z: torch.Tensor):
+        """A function computing blocks.{L}.attn.hook_result from that layer's z, when called."""
+        attn = self.decoder.blocks[int(name.split(".")[1])].attn
+
+        def make() -> torch.Tensor:
+            with torch.inference_mode():
+                return attn.head_results(z)                  # [batch, pos, n_heads, d_model]
+        return make
 
     def generate_steps(self, prompt, max_new_tokens: int, **kwargs):
         """Generation one inspectable step at a time; see lesson_model.generation.generate_steps."""

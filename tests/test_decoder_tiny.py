@@ -289,3 +289,29 @@ def test_decoder_source_is_readable():
     assert "import streamlit" not in src and "plotly" not in src
     for cls in (decoder.Attention, decoder.MLP, decoder.RMSNorm, decoder.Block, decoder.Decoder):
         assert "[batch, pos" in inspect.getsource(cls.forward), cls.__name__
+
+
+def test_head_results_are_filled_in_when_read(tiny):
+    """Captured hook_result (no hook function) is computed from hook_z on first read: the same
+    numbers as computing it during the pass, and capturing it does not change the logits."""
+    _, lm = tiny
+    ids = random_ids(lm, batch=2, n_pos=9, seed=11)
+    name = "blocks.1.attn.hook_result"
+    lazy = lm.run(ids, names=[name])
+    eager = lm.run(ids, names=[name], hooks={name: lambda t: None})     # a hook function forces it during the pass
+    assert name in lazy.cache and list(lazy.cache) == [name] and len(lazy.cache) == 1
+    assert lazy.cache.held_bytes() == 0
+    assert torch.equal(lazy.cache[name], eager.cache[name])
+    assert lazy.cache.held_bytes() == lazy.cache[name].numel() * 4
+    assert lazy.cache[name] is lazy.cache[name], "computed once"
+    assert torch.equal(lazy.logits, lm.run(ids, names=[]).logits), "an unread capture changes nothing"
+    torch.testing.assert_close(eager.logits, lazy.logits, atol=ATOL, rtol=1e-5)
+
+    full = lm.run(ids, names=None)
+    held = full.cache.held_bytes()
+    results = sum(full.cache[f"blocks.{L}.attn.hook_result"].numel() * 4 for L in range(lm.cfg.n_layers))
+    assert full.cache.held_bytes() == held + results
+    assert dict(full.cache).keys() == set(lm.hook_names())
+    with pytest.raises(KeyError):
+        full.cache["blocks.0.attn.hook_nope"]
+    assert "blocks.0.attn.hook_nope" not in full.cache
