@@ -7,6 +7,7 @@ Skipped only when chromium is missing and CI is not set; under CI they must run.
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import tempfile
@@ -61,6 +62,17 @@ def tab(browser):
     context.close()
 
 
+def charts_on_open(page_id: str) -> bool:
+    """False when pages/<id>.py declares ``CHARTS_ON_OPEN = False`` (its figures appear only
+    after the learner presses a button)."""
+    tree = ast.parse((harness.ROOT / nav.page_file(page_id)).read_text("utf-8"))
+    for node in tree.body:
+        if (isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "CHARTS_ON_OPEN" for t in node.targets)
+                and isinstance(node.value, ast.Constant)):
+            return bool(node.value.value)
+    return True
+
+
 def query(page) -> dict[str, str]:
     return {k: v[-1] for k, v in parse_qs(urlparse(page.url).query, keep_blank_values=True).items()}
 
@@ -89,7 +101,7 @@ def test_page_draws_without_exception(tab, base_url, shots, page_id, lang):
     harness.screenshot(tab, shots / f"{page_id}-{lang}.png")
     assert_no_exception(tab)
     assert tab.locator(harness.TITLE).first.inner_text().strip() == i18n.catalog(lang)[f"nav.{page_id}"]
-    if tab.locator(harness.PLACEHOLDER).count() == 0:
+    if tab.locator(harness.PLACEHOLDER).count() == 0 and charts_on_open(page_id):
         charts = tab.locator("[data-testid='stMain'] [data-testid='stPlotlyChart']")
         assert charts.count() >= 1, f"{page_id} draws no chart"
         for i in range(charts.count()):
