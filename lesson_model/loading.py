@@ -304,8 +304,9 @@ def _load_hf(path_or_name: str) -> tuple[Decoder, TokenizerView]:
     hf_tok = AutoTokenizer.from_pretrained(path_or_name)
     meta = _tokenizer_meta(hf_tok)
     eos = getattr(model.generation_config, "eos_token_id", None)
-    if eos is not None:   # the generation config may name several end tokens
-        meta["eos_token"] = [hf_tok.convert_ids_to_tokens(i) for i in ([eos] if isinstance(eos, int) else eos)]
+    if eos is not None:   # the generation config may name several end tokens; the tokenizer's own comes first
+        names = [hf_tok.convert_ids_to_tokens(i) for i in ([eos] if isinstance(eos, int) else eos)]
+        meta["eos_token"] = [hf_tok.eos_token] * (hf_tok.eos_token is not None) + [n for n in names if n != hf_tok.eos_token]
     return decoder, TokenizerView(hf_tok.backend_tokenizer, **meta)
 
 

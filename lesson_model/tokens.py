@@ -8,10 +8,13 @@ Chinese character split across two tokens shows up as two byte pieces such as <E
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from datetime import datetime
 from functools import lru_cache
 
 import jinja2
+import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Tokenizer
 
@@ -70,17 +73,20 @@ class TokenizerView:
         self.chat_template = chat_template
         self.bos_token = bos_token
         self.bos_id = tokenizer.token_to_id(bos_token) if (add_bos and bos_token) else None
-        eos_names = [eos_token] if isinstance(eos_token, str) else (eos_token or [])
+        eos_names = [eos_token] if isinstance(eos_token, str) else list(eos_token or [])
+        self.eos_token = eos_names[0] if eos_names else None     # the one chat templates write as {{ eos_token }}
         self.eos_ids = {i for i in map(tokenizer.token_to_id, eos_names) if i is not None}   # end-of-sequence ids
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
-        self.special_ids = {i for i, t in tokenizer.get_added_tokens_decoder().items() if t.special}
+        added = tokenizer.get_added_tokens_decoder()
+        self.special_ids = {i for i, t in added.items() if t.special}
+        self.added_ids = set(added)      # added tokens are stored as their literal text, not byte-level pieces
         self.byte_level = "ByteLevel" in repr(tokenizer.decoder)
 
     def token_bytes(self, token_id: int) -> bytes:
         piece = self.tokenizer.id_to_token(token_id)
         if piece is None:
             return b""
-        if token_id in self.special_ids:
+        if token_id in self.added_ids:
             return piece.encode("utf-8")
         if self.byte_level:
             table = byte_decoder()
@@ -120,7 +126,7 @@ class TokenizerView:
         if not self.chat_template:
             raise ValueError("this tokenizer has no chat template")
         return _compile_template(self.chat_template).render(messages=messages, add_generation_prompt=add_generation_prompt,
-                                                             bos_token=self.bos_token or "")
+                                                             bos_token=self.bos_token or "", eos_token=self.eos_token or "")
 
 
 def _char_index_of_bytes(text: str) -> list[int]:
@@ -132,8 +138,20 @@ def _char_index_of_bytes(text: str) -> list[int]:
     return index
 
 
+def _raise_exception(message):
+    raise jinja2.exceptions.TemplateError(message)
+
+
+def _tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
 @lru_cache(maxsize=8)
 def _compile_template(source: str) -> jinja2.Template:
-    # The same environment transformers uses to render chat templates.
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    # The environment transformers renders chat templates in: sandboxed, the same whitespace
+    # rules, loop controls, its tojson filter and its raise_exception / strftime_now helpers.
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
     return env.from_string(source)

@@ -323,3 +323,31 @@ def test_rope_frequencies_stay_float32_in_a_bfloat16_model(tmp_path):
     # bfloat16 logits stay close to float32 ones (they would not with bfloat16 rotation angles).
     a, b = lm32.run(ids, names=[]).logits, lm16.run(ids, names=[]).logits.float()
     assert (a.argmax(-1) == b.argmax(-1)).float().mean() > 0.9
+
+
+HARD_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}"
+    "{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('roles must alternate') }}{% endif %}"
+    "{% if m['role'] == 'user' %}[INST] {{ m['content'] | trim }} [/INST]"
+    "{% else %}{{ m['content'] }}{{ eos_token }}{% endif %}"
+    "{% if loop.index > 8 %}{% break %}{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}{{ {'next': 'assistant', 'lang': '中文'} | tojson }}{% endif %}")
+
+
+@pytest.mark.parametrize("add_generation_prompt", [True, False])
+def test_chat_template_renders_like_transformers(tmp_path, add_generation_prompt):
+    """eos_token, raise_exception, tojson and loop controls, as transformers' apply_chat_template has them."""
+    from transformers import AutoTokenizer
+    save_tiny_checkpoint(tmp_path / "tiny", "llama")
+    reference = AutoTokenizer.from_pretrained(tmp_path / "tiny")
+    reference.chat_template = HARD_TEMPLATE
+    reference.save_pretrained(tmp_path / "tiny")
+    lm = load_model(tmp_path / "tiny", device="cpu")
+    messages = [{"role": "user", "content": "  hi 貓 "}, {"role": "assistant", "content": "hello"},
+                {"role": "user", "content": "again"}]
+    ours = lm.chat_template(messages, add_generation_prompt=add_generation_prompt)
+    assert ours == reference.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    assert "hello<|im_end|>" in ours and ("中文" in ours) == add_generation_prompt
+    import jinja2
+    with pytest.raises(jinja2.exceptions.TemplateError, match="alternate"):
+        lm.chat_template(messages[1:])
