@@ -134,8 +134,16 @@ def _reference():
 
 
 @pytest.fixture(scope="session")
-def smollm2():
-    """The bundled SmolLM2-135M-Instruct as a LessonModel on the CPU (from the user cache)."""
+def smollm2(request):
+    """The bundled SmolLM2-135M-Instruct as a LessonModel on the CPU (from the user cache).
+
+    Shares conftest's session ``lm`` when there is one on the CPU (one copy of the weights)."""
+    try:
+        lm = request.getfixturevalue("lm")
+        if lm.device.type == "cpu" and lm.name == "SmolLM2-135M-Instruct":
+            return lm
+    except pytest.FixtureLookupError:
+        pass
     return _smollm2()
 
 
