@@ -15,6 +15,8 @@ def warp_logits(logits: torch.Tensor, temperature: float = 1.0, top_k: int | Non
     """logits [..., vocab] -> warped logits, -inf for every entry that can no longer be chosen."""
     if temperature < 0:
         raise ValueError("temperature must be >= 0")
+    if top_p is not None and not 0.0 <= top_p <= 1.0:
+        raise ValueError("top_p must be between 0 and 1")
     scores = logits.float()
     if temperature == 0:   # greedy: only the argmax survives
         return torch.full_like(scores, float("-inf")).scatter(-1, scores.argmax(-1, keepdim=True), 0.0)

@@ -84,9 +84,12 @@ def test_temperature_zero_is_greedy_one_hot():
         assert torch.equal((probs > 0).sum(-1), torch.ones(4, dtype=torch.long))
 
 
-def test_negative_temperature_is_refused():
+def test_out_of_range_settings_are_refused():
     with pytest.raises(ValueError):
         next_token_distribution(torch.zeros(5), -0.1)
+    for top_p in (-0.1, 1.5):
+        with pytest.raises(ValueError):
+            next_token_distribution(torch.zeros(5), 1.0, top_p=top_p)
 
 
 def test_distribution_is_float32_and_normalized():
