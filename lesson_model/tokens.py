@@ -81,6 +81,10 @@ class TokenizerView:
         self.special_ids = {i for i, t in added.items() if t.special}
         self.added_ids = set(added)      # added tokens are stored as their literal text, not byte-level pieces
         self.byte_level = "ByteLevel" in repr(tokenizer.decoder)
+        # Bytes with no vocabulary entry: the tokenizer silently drops them (SmolLM2 lacks 21,
+        # among them the control characters 0x04, 0x06, 0x13, 0x14, 0x16 and 0x1D).
+        self.missing_bytes = frozenset(b for c, b in byte_decoder().items()
+                                       if tokenizer.token_to_id(c) is None) if self.byte_level else frozenset()
 
     def token_bytes(self, token_id: int) -> bytes:
         piece = self.tokenizer.id_to_token(token_id)
@@ -104,13 +108,15 @@ class TokenizerView:
         """Tokens for ids; with the source text, spans are character offsets into it.
 
         A token whose bytes are not next in the text (a BOS the tokenizer added) gets an
-        empty span.
+        empty span. Bytes the vocabulary cannot represent (see `dropped`) are skipped.
         """
         raw = text.encode("utf-8") if text is not None else b""
         char_of_byte = _char_index_of_bytes(text or "")
         out, byte_pos = [], 0
         for token_id in ids:
             data = self.token_bytes(token_id)
+            while byte_pos < len(raw) and raw[byte_pos] in self.missing_bytes and token_id not in self.added_ids:
+                byte_pos += 1
             if data and raw[byte_pos:byte_pos + len(data)] == data:
                 start, end = char_of_byte[byte_pos], char_of_byte[byte_pos + len(data) - 1] + 1
                 byte_pos += len(data)
@@ -118,6 +124,10 @@ class TokenizerView:
                 start = end = char_of_byte[min(byte_pos, len(char_of_byte) - 1)]
             out.append(Token(token_id, data, bytes_as_text(data), start, end, token_id in self.special_ids))
         return out
+
+    def dropped(self, text: str) -> list[str]:
+        """Characters of text that contain a byte with no vocabulary entry: the model never sees them."""
+        return [ch for ch in dict.fromkeys(text) if any(b in self.missing_bytes for b in ch.encode("utf-8"))]
 
     def decode(self, ids: list[int]) -> str:
         return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")
