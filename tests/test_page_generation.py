@@ -1,0 +1,176 @@
+"""AppTests of the generation lesson: stepping, shared links, stopping, the KV cache, timing,
+speculative decoding, languages and bad URL values."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lesson_model.analysis import generation_demo as gd
+from lesson_model.speculative import speculative_generate
+from ui import i18n
+from ui.tokens import label
+
+pytestmark = pytest.mark.slow
+PROMPT = "The capital of France is"
+
+
+def url(at, key: str):
+    value = at.query_params.get(key)
+    return value[-1] if isinstance(value, list) else value
+
+
+def by_title(at, text: str) -> dict:
+    for c in at.get("plotly_chart"):
+        spec = json.loads(c.proto.spec)
+        titles = [spec["layout"].get("title", {}).get("text", "")]
+        titles += [a.get("text", "") for a in spec["layout"].get("annotations", [])]   # subplot titles
+        if any(text in title for title in titles):
+            return spec
+    raise AssertionError(f"no chart titled {text!r}")
+
+
+def table_tokens(at) -> list[str]:
+    df = at.dataframe[0].value
+    return list(df.iloc[:, 1])
+
+
+def expected(lm, prompt, n, **kw) -> list:
+    return list(lm.generate_steps(prompt, n, **kw))
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_opens_at_step_zero_in_every_language(open_page, lang):
+    at = open_page("generation", lang=lang)
+    assert not at.exception, [e.value for e in at.exception]
+    cat = i18n.catalog(lang)
+    assert at.title[0].value == cat["nav.generation"]
+    assert at.slider(key="step").value == 0
+    assert at.button(key="gen_back").disabled and not at.button(key="gen_next").disabled
+    labels = {b.label for b in at.button}
+    assert {cat["generation.btn.next"], cat["generation.btn.run"], cat["generation.btn.back"],
+            cat["generation.btn.reset"]} <= labels
+    assert not at.get("plotly_chart")                 # nothing generated, speculative decoding off
+    assert url(at, "step") is None
+
+
+def test_next_run_back_reset(open_page, lm):
+    at = open_page("generation", prompt=PROMPT, params={"temperature": "0", "max_new": "5"})
+    steps = expected(lm, PROMPT, 5, temperature=0)
+    at.button(key="gen_next").click().run()
+    assert not at.exception
+    assert at.slider(key="step").value == 1 and url(at, "step") == "1"
+    assert table_tokens(at) == [label(steps[0].text)]
+    cand = by_title(at, "candidates at this step")
+    assert len(cand["data"]) == 1                     # greedy: the model's bars only, chosen one marked
+    at.button(key="gen_run").click().run()
+    assert at.slider(key="step").value == 5 and url(at, "step") == "5"
+    assert table_tokens(at) == [label(s.text) for s in steps]
+    assert any("limit of 5 new tokens" in w.value for w in at.warning)
+    assert at.button(key="gen_next").disabled and at.button(key="gen_run").disabled
+    at.button(key="gen_back").click().run()
+    assert at.slider(key="step").value == 4 and len(table_tokens(at)) == 4
+    at.button(key="gen_reset").click().run()
+    assert at.slider(key="step").value == 0 and url(at, "step") is None
+
+
+def test_a_shared_link_reproduces_the_same_sampled_step(open_page, lm):
+    params = {"temperature": "0.9", "top_p": "0.95", "seed": "7", "max_new": "8", "step": "6"}
+    steps = expected(lm, PROMPT, 8, temperature=0.9, top_p=0.95, seed=7)
+    at = open_page("generation", prompt=PROMPT, params=params)
+    assert not at.exception
+    assert at.slider(key="step").value == 6
+    assert table_tokens(at) == [label(s.text) for s in steps[:6]]
+    again = open_page("generation", prompt=PROMPT, params=params)
+    assert table_tokens(again) == table_tokens(at)
+    cand = by_title(at, "candidates at this step")
+    assert len(cand["data"]) == 2                     # sampled: the model's and the settings' probabilities
+
+
+def test_stops_at_eos_and_says_so(open_page, lm):
+    prompt = lm.chat_template([{"role": "user", "content": "What is 2+2?"}])
+    steps = expected(lm, prompt, 30, temperature=0)
+    assert steps[-1].stop == "eos"
+    at = open_page("generation", prompt=prompt, params={"temperature": "0", "max_new": "30", "step": "30"})
+    assert not at.exception
+    assert at.slider(key="step").value == len(steps)
+    assert any("end-of-sequence token" in s.value for s in at.success)
+    assert at.button(key="gen_next").disabled
+    assert any("its end-of-sequence token" in m.value for m in at.markdown)
+
+
+def test_kv_cache_grid_and_numbers(open_page, lm):
+    at = open_page("generation", prompt=PROMPT, params={"temperature": "0", "max_new": "6", "step": "4"})
+    assert not at.exception
+    n_prompt = len(lm.encode(PROMPT))
+    cached = n_prompt + 3                              # the 4th chosen token enters at the next step
+    grid = by_title(at, "What the cache holds")
+    z = grid["data"][0]["z"]
+    assert len(z) == lm.cfg.n_layers and len(z[0]) == cached
+    assert z[0][-1] == 2 and z[0][-2] == 1 and z[0][0] == 0            # new, generated, prompt
+    assert grid["data"][1]["x"][0] == pytest.approx(gd.kv_bytes_per_layer(lm.cfg, cached) / 1024)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Positions in the cache"] == str(cached)
+    assert metrics["Cache, all layers"] == f"{gd.kv_bytes(lm.cfg, cached) / 1024:,.0f} KB"
+    assert metrics["Positions computed this step"] == "1"
+
+
+def test_timing_cache_on_and_off(open_page):
+    at = open_page("generation", prompt=PROMPT, params={"temperature": "0", "max_new": "4", "step": "1"})
+    at.button(key="time_button").click().run()
+    assert not at.exception
+    spec = by_title(at, "time per step")
+    on, off = spec["data"][0]["y"], spec["data"][1]["y"]
+    assert len(on) == len(off) == 4 and all(v > 0 for v in on + off)
+    positions_on, positions_off = spec["data"][2]["y"], spec["data"][3]["y"]
+    n = positions_on[0]
+    assert positions_on == [n, 1, 1, 1] and positions_off == [n, n + 1, n + 2, n + 3]
+    assert any("Identical output" in s.value for s in at.success)
+
+
+def test_speculative_decoding_section(open_page, lm):
+    params = {"temperature": "0", "max_new": "8", "spec": "1", "draft_layers": "27", "draft_len": "3"}
+    at = open_page("generation", prompt=PROMPT, params=params)
+    assert not at.exception
+    result = speculative_generate(lm, PROMPT, 8, draft_layers=27, draft_len=3)
+    grid = by_title(at, "")  # first chart on the page at step 0 is the speculative grid
+    assert len(grid["data"][0]["z"]) == len(result.rounds)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Acceptance rate"] == f"{result.acceptance_rate:.0%}"
+    assert metrics["Full-model passes / tokens"] == f"{result.full_passes} / {len(result.new_ids)}"
+    assert any("Identical to plain greedy decoding" in s.value for s in at.success)
+    # sampled variant: the note about different draws instead of the equality check
+    sampled = open_page("generation", prompt=PROMPT, params=dict(params, spec_sample="1", temperature="0.8"))
+    assert not sampled.exception
+    assert any("different random draws" in i.value for i in sampled.info)
+
+
+def test_bad_url_values(open_page):
+    at = open_page("generation", prompt=PROMPT, params={"step": "99999", "max_new": "0", "draft_layers": "99",
+                                                        "draft_len": "x", "temperature": "-3"})
+    assert not at.exception
+    assert at.number_input(key="max_new").value == 1
+    assert at.slider(key="step").value == 1
+    assert at.slider(key="draft_layers").value == 29 and at.slider(key="draft_len").value == 4
+    notes = " ".join(w.value for w in at.warning)
+    for param in ("step=99999", "max_new=0", "draft_layers=99", "draft_len=x", "temperature=-3"):
+        assert param in notes
+    bad = open_page("generation", prompt=PROMPT, params={"step": "abc"})
+    assert not bad.exception and bad.slider(key="step").value == 0
+    assert any("step=abc" in w.value for w in bad.warning)
+
+
+@pytest.mark.parametrize("lang,prompt", [("zh-Hant", "從前有一隻小貓，牠"), ("zh-Hans", "今天天气很好"),
+                                         ("en", "Pizza 🍕 is")])
+def test_chinese_and_emoji_prompts_step(open_page, lm, lang, prompt):
+    at = open_page("generation", lang=lang, prompt=prompt, params={"step": "3", "max_new": "3", "seed": "2"})
+    assert not at.exception
+    steps = expected(lm, prompt, 3, temperature=1.0, seed=2)
+    assert len(table_tokens(at)) == 3
+    assert table_tokens(at) == [label(s.text) for s in steps]
+
+
+def test_empty_prompt(open_page):
+    at = open_page("generation", prompt="")
+    assert not at.exception and at.info and not at.get("plotly_chart")
