@@ -166,7 +166,7 @@ else:
     m[1].metric(page.t("kv.m_layer"), f"{per_layer / 1024:,.1f} KB",
                 help=page.t("kv.m_layer_help", kv=cfg.n_kv_heads, d=cfg.d_head))
     m[2].metric(page.t("kv.m_total"), f"{s.kv_bytes / 1024:,.0f} KB", help=page.t("kv.m_total_help", layers=cfg.n_layers))
-    m[3].metric(page.t("kv.m_computed"), f"{s.positions_computed:,}", help=page.t("kv.m_computed_help"))
+    m[3].metric(page.t("kv.m_computed"), f"{s.positions_computed:,}", help=page.t("kv.m_computed_help", layers=cfg.n_layers))
     seen = (prompt_ids + new_ids)[:cached]
     theme.plot(G.kv_grid_figure(page.t, n_prompt, cached - n_prompt, cfg.n_layers,
                                 axis_labels([lm.token_text(i) for i in seen], limit=10), per_layer / 1024,
@@ -300,7 +300,7 @@ if comparison is not None:
     later_off = statistics.median(off_ms[1:]) if len(off_ms) > 1 else off_ms[0]
     key = "notice.time_faster" if later_off > 1.2 * later_on else "notice.time_close"
     notice.append(page.t(key, n=len(on), on=f"{later_on:,.0f}", off=f"{later_off:,.0f}",
-                         ratio=f"{later_off / later_on:.1f}",
+                         ratio=f"{later_off / later_on:.1f}", params=f"{lm.param_counts()['total'] / 1e6:.0f}",
                          same=page.t("notice.same") if comparison.identical else page.t("notice.not_same")))
 if result is not None:
     notice.append(page.t("notice.spec", k=draft_layers, layers=cfg.n_layers, n=draft_len, a=result.accepted,

@@ -43,7 +43,7 @@ m = st.columns(4)
 m[0].metric(page.t("metric.positions"), f"{len(tokens):,}", help=page.t("metric.positions_help"))
 m[1].metric(page.t("metric.vector"), f"{cfg.d_model:,}", help=page.t("metric.vector_help"))
 m[2].metric(page.t("metric.logits"), f"{cfg.vocab_size:,}", help=page.t("metric.logits_help"))
-m[3].metric(page.t("metric.sum"), f"{float(probs.double().sum()):.4f}", help=page.t("metric.sum_help"))
+m[3].metric(page.t("metric.sum"), f"{float(probs.double().sum()):.4f}", help=page.t("metric.sum_help", vocab=f"{cfg.vocab_size:,}"))
 theme.plot(F.vector_strip_figure(page.t, vector.tolist(), cfg.d_model), key="vector_chart", height=170)
 top = torch.topk(probs, TOP_SHOWN)
 top_ids = [int(i) for i in top.indices]
@@ -155,7 +155,8 @@ notice = [
 if settings.greedy:
     notice.append(page.t("notice.greedy", best=md_label(lm.token_text(top_ids[0]))))
 elif settings.untouched:
-    notice.append(page.t("notice.untouched", h=f"{view.entropy_model:.2f}", bits=f"{2 ** view.entropy_model:.0f}"))
+    notice.append(page.t("notice.untouched", h=f"{view.entropy_model:.2f}", bits=f"{2 ** view.entropy_model:.0f}",
+                         vocab=f"{cfg.vocab_size:,}"))
 else:
     notice.append(page.t("notice.settings", settings=settings.describe(with_seed=False), n=f"{view.n_kept:,}",
                          mass=pct(view.kept_model_mass), h0=f"{view.entropy_model:.2f}", h1=f"{view.entropy_final:.2f}",
@@ -181,5 +182,5 @@ page.math(page.t("math_example", e3=f"{torch.tensor(3.0).exp():.2f}", e2=f"{torc
                  best=md_label(lm.token_text(top_ids[0])), second=md_label(lm.token_text(second)),
                  l1=f"{l1:.2f}", l2=f"{l2:.2f}", diff=f"{l1 - l2:.2f}", ratio=f"{float(torch.tensor(l1 - l2).exp()):.2f}",
                  p1=f"{float(probs[top_ids[0]]):.4f}", p2=f"{float(probs[second]):.4f}",
-                 ratio_check=f"{float(probs[top_ids[0]] / probs[second]):.2f}"))
+                 ratio_check=f"{float(probs[top_ids[0]] / probs[second]):.2f}", others=f"{cfg.vocab_size - 2:,}"))
 page.code(S.warp_logits, S.next_token_distribution, S.sample, sd.distribution_view)
