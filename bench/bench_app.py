@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.bench_app [--runs 5] [--threads 1 2] [--sessions 5]
 
-For each torch thread count (OMP_NUM_THREADS of the server) it starts the app, warms the
+For each torch thread count (DECODER_LAB_THREADS of the server) it starts the app, warms the
 model with one visit, then times, each in a fresh browser session (a student opening a
 link): a 20-token and a 200-token prompt, first view (the forward pass runs) and repeat
 view (the shared run cache answers); then N sessions opening at once, on one shared prompt
@@ -138,7 +138,7 @@ def main(argv=None) -> int:
     print(f"{'torch threads':>13} | {'case':<58} | {'median':>6} | {'max':>6}")
     sys.stdout.flush()
     for threads in args.threads:
-        with harness.streamlit_server(env={"OMP_NUM_THREADS": str(threads)}) as base:
+        with harness.streamlit_server(env={"DECODER_LAB_THREADS": str(threads)}) as base:
             rows = asyncio.run(bench_server(base, lm, args.runs, args.sessions))
             rows += bench_websocket(base, lm, args.runs, args.sessions)
             for case, times in rows:

@@ -110,7 +110,7 @@ def append_token(ids: tuple[int, ...], token_id: int) -> None:
 # --- 1. the loop -------------------------------------------------------------------------
 st.subheader(page.t("loop_title"), anchor=False)
 page.prose("loop")
-theme.plot(loop_figure(), key="loop_chart", height=250)
+theme.plot(loop_figure(), key="loop_chart", height=250, static=True)
 st.caption(page.t("links_caption"))
 number = 0
 for col, (section, pages) in zip(st.columns(len(nav.SECTIONS) - 1), nav.SECTIONS[1:]):

@@ -19,10 +19,13 @@ import lesson_model
 from ui.i18n import t
 
 RUN_CACHE_MB = int(os.environ.get("DECODER_LAB_RUN_CACHE_MB", "1024"))
+THREADS_ENV = "DECODER_LAB_THREADS"   # torch intra-op threads of the app process (bench/bench_app.py)
 
 
 @st.cache_resource(show_spinner=False)
 def _shared_model():
+    if os.environ.get(THREADS_ENV):
+        torch.set_num_threads(int(os.environ[THREADS_ENV]))
     return lesson_model.load_model()
 
 

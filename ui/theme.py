@@ -52,9 +52,9 @@ def style(fig: go.Figure, height: int | None = None) -> go.Figure:
     return fig
 
 
-def plot(fig: go.Figure, key: str, height: int | None = None) -> None:
-    """Draw a figure with the course look (Streamlit's own chart theme off)."""
-    st.plotly_chart(
-        style(fig, height), key=key, theme=None, width="stretch",
-        config={"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]},
-    )
+def plot(fig: go.Figure, key: str, height: int | None = None, static: bool = False) -> None:
+    """Draw a figure with the course look (Streamlit's own chart theme off). ``static``
+    draws it as a picture (no hover, zoom or toolbar), which is quicker to draw."""
+    config = {"staticPlot": True} if static else {"displaylogo": False,
+                                                   "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+    st.plotly_chart(style(fig, height), key=key, theme=None, width="stretch", config=config)
