@@ -114,7 +114,15 @@ def step_view(model: str, ids: tuple, n_prompt: int) -> tuple[torch.Tensor, list
 
 
 if step == 0:
-    st.info(page.t("step0", max=max_new), icon=":material/touch_app:")
+    first = sd.distribution_view(page.run(lm, prompt_ids).last_logits, n=CANDIDATES, **kwargs)
+    left, right = st.columns([3, 2], gap="medium")
+    with left:
+        theme.plot(G.candidates_figure(page.t, axis_labels([lm.token_text(int(i)) for i in first.ids]),
+                                       first.p_model.tolist(), first.p_final.tolist(), None, settings.greedy,
+                                       title_key="cand.title_first"),
+                   key="candidates_chart", height=190 + 34 * CANDIDATES)
+    with right:
+        st.info(page.t("step0", max=max_new), icon=":material/touch_app:")
 else:
     s = steps[step - 1]
     last_logits, model_probs = step_view(lm.name, tuple(prompt_ids + new_ids), n_prompt)

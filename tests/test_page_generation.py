@@ -26,6 +26,7 @@ def by_title(at, text: str) -> dict:
         spec = json.loads(c.proto.spec)
         titles = [spec["layout"].get("title", {}).get("text", "")]
         titles += [a.get("text", "") for a in spec["layout"].get("annotations", [])]   # subplot titles
+        titles += [spec["layout"].get(ax, {}).get("title", {}).get("text", "") for ax in ("xaxis", "yaxis")]
         if any(text in title for title in titles):
             return spec
     raise AssertionError(f"no chart titled {text!r}")
@@ -41,7 +42,7 @@ def expected(lm, prompt, n, **kw) -> list:
 
 
 @pytest.mark.parametrize("lang", list(i18n.LANGS))
-def test_opens_at_step_zero_in_every_language(open_page, lang):
+def test_opens_at_step_zero_in_every_language(open_page, lm, lang):
     at = open_page("generation", lang=lang)
     assert not at.exception, [e.value for e in at.exception]
     cat = i18n.catalog(lang)
@@ -51,7 +52,10 @@ def test_opens_at_step_zero_in_every_language(open_page, lang):
     labels = {b.label for b in at.button}
     assert {cat["generation.btn.next"], cat["generation.btn.run"], cat["generation.btn.back"],
             cat["generation.btn.reset"]} <= labels
-    assert not at.get("plotly_chart")                 # nothing generated, speculative decoding off
+    assert len(at.get("plotly_chart")) == 1            # the first candidates only; speculative decoding off
+    preview = by_title(at, cat["generation.cand.title_first"])
+    probs = lm.run(cat["prompt.default"], names=[]).logits[0, -1].softmax(-1)
+    assert [x / 100 for x in preview["data"][0]["x"]] == pytest.approx(probs.topk(10).values.tolist(), abs=1e-5)
     assert url(at, "step") is None
 
 
@@ -134,7 +138,7 @@ def test_speculative_decoding_section(open_page, lm):
     at = open_page("generation", prompt=PROMPT, params=params)
     assert not at.exception
     result = speculative_generate(lm, PROMPT, 8, draft_layers=27, draft_len=3)
-    grid = by_title(at, "")  # first chart on the page at step 0 is the speculative grid
+    grid = by_title(at, "the draft's guesses")
     assert len(grid["data"][0]["z"]) == len(result.rounds)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Acceptance rate"] == f"{result.acceptance_rate:.0%}"

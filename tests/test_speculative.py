@@ -9,7 +9,7 @@ import torch
 
 from lesson_model.sampling import next_token_distribution
 from lesson_model.speculative import partial_forward, speculative_generate
-from tests._fixtures_model import tiny, tiny_eos_id  # noqa: F401
+from tests._fixtures_model import tiny  # noqa: F401
 from tests.test_generation import with_eos
 
 PROMPT = "the cat sat on"

@@ -83,8 +83,9 @@ def running_text(prompt: str, pieces: Sequence[str], newest: bool) -> str:
 # --------------------------------------------------------------------------- charts
 
 def candidates_figure(tr: T, labels: Sequence[str], p_model: Sequence[float], p_final: Sequence[float],
-                      chosen: int, greedy: bool) -> go.Figure:
-    """This step's candidates: the model's probability and the one sampling used; the chosen one marked."""
+                      chosen: int | None, greedy: bool, title_key: str = "cand.title") -> go.Figure:
+    """This step's candidates: the model's probability and the one sampling used; the chosen one marked
+    (chosen=None: before the choice, nothing marked)."""
     fig = go.Figure()
     fig.add_bar(y=list(labels), x=[p * 100 for p in p_model], orientation="h", name=tr("cand.model"),
                 marker_color=LIGHT, marker_line=dict(color=GREY, width=1),
@@ -96,10 +97,11 @@ def candidates_figure(tr: T, labels: Sequence[str], p_model: Sequence[float], p_
     else:
         fig.data[0].marker.color = [ORANGE if i == chosen else LIGHT for i in range(len(labels))]
     values = p_final if not greedy else p_model
-    fig.add_annotation(y=labels[chosen], x=values[chosen] * 100, text=tr("cand.chosen"), showarrow=True,
-                       arrowhead=2, ax=40, ay=0, xanchor="left", font=dict(color=VERMILION))
+    if chosen is not None:
+        fig.add_annotation(y=labels[chosen], x=values[chosen] * 100, text=tr("cand.chosen"), showarrow=True,
+                           arrowhead=2, ax=40, ay=0, xanchor="left", font=dict(color=VERMILION))
     top = max(values) * 100 if greedy else max(max(p_model), max(p_final)) * 100
-    fig.update_layout(barmode="group", title=tr("cand.title"), bargap=0.25,
+    fig.update_layout(barmode="group", title=tr(title_key), bargap=0.25,
                       legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"))
     fig.update_yaxes(autorange="reversed", type="category", title=tr("cand.y"))
     fig.update_xaxes(title=tr("cand.x"), range=[0, top * 1.3])
