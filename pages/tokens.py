@@ -44,6 +44,10 @@ with controls:
     st.metric(page.t("count.tokens"), f"{counts.tokens:,}")
     st.metric(page.t("count.cpt"), f"{counts.chars_per_token:.2f}", help=page.t("count.cpt_help"))
 with figure:
+    dropped = lm.tokenizer.dropped(text)
+    if dropped:   # bytes with no vocabulary entry: the model never sees these characters
+        st.warning(page.t("chips.dropped", n=len(dropped), chars=", ".join(
+            code_span(f"U+{ord(ch):04X}") for ch in dropped[:8])), icon=":material/visibility_off:")
     with st.container(border=True, key="token_chips"):
         st.markdown(chips_markdown(tokens, show_ids=show_ids))
     st.caption(page.t("chips.legend"))

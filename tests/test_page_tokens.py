@@ -117,3 +117,13 @@ def test_try_button_sets_the_prompt(open_page, lm):
     assert not at.exception
     prompt = i18n.catalog("en")["tokens.try.1.prompt"]
     assert metric(at, "Tokens") == f"{len(lm.encode(prompt)):,}"
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_characters_the_tokenizer_drops_are_named(open_page, lang):
+    at = open_page("tokens", lang=lang, prompt="tab\x04here")
+    assert not at.exception, [e.value for e in at.exception]
+    warnings = [w.value for w in at.warning]
+    assert any("U+0004" in w for w in warnings), warnings
+    at = open_page("tokens", lang=lang, prompt=CHINESE)
+    assert not any("U+" in w.value for w in at.warning)
