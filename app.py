@@ -1,5 +1,5 @@
 """Decoder Lab: the router. Language, shared prompt and model status live here; each
-lesson is a page in pages/ (see docs/PAGES.md)."""
+lesson is a page in app_pages/ (see docs/PAGES.md)."""
 
 import streamlit as st
 

@@ -18,28 +18,6 @@ APP = ROOT / "app.py"
 APP_TIMEOUT = 120      # seconds for one AppTest run once the model is warm
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _navigation_mode():
-    """Run AppTest the way a warm server runs the app.
-
-    Streamlit treats a folder named ``pages/`` beside the entrypoint as a legacy (v1)
-    multipage app until ``st.navigation`` has been called once in the process. A server
-    leaves that mode after its first run; AppTest re-enters it before every run, and then
-    runs a page's file alone, without app.py. Keep the flag off after AppTest resets it.
-    """
-    from streamlit.runtime.pages_manager import PagesManager
-
-    original = PagesManager.__init__
-
-    def init(self, *args, **kwargs):
-        original(self, *args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
-    PagesManager.__init__ = init
-    yield
-    PagesManager.__init__ = original
-
-
 @pytest.fixture(scope="session")
 def lm():
     """The real model (SmolLM2-135M-Instruct), loaded once per test process."""

@@ -141,7 +141,7 @@ def test_other_pages_drop_params_they_do_not_use(open_page):
 
 def test_prompt_and_language_survive_page_switches(open_page):
     at = open_page("tokens", lang="zh-Hans", prompt="Shared text")
-    at.switch_page("pages/home.py").run()
+    at.switch_page("app_pages/home.py").run()
     assert at.title[0].value == i18n.catalog("zh-Hans")["nav.home"]
     assert at.text_area(key="prompt").value == "Shared text"
     assert url_value(at, "prompt") == "Shared text" and url_value(at, "lang") == "zh-Hans"

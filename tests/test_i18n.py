@@ -14,7 +14,7 @@ from ui import i18n, nav
 
 ROOT = Path(__file__).resolve().parent.parent
 LANGS = list(i18n.LANGS)
-CODE_FILES = [ROOT / "app.py", *sorted((ROOT / "ui").glob("*.py")), *sorted((ROOT / "pages").glob("*.py"))]
+CODE_FILES = [ROOT / "app.py", *sorted((ROOT / "ui").glob("*.py")), *sorted((ROOT / "app_pages").glob("*.py"))]
 
 
 def catalog_files() -> list[str]:
@@ -88,7 +88,7 @@ def test_code_uses_existing_keys(path):
     english = i18n.catalog("en")
     for key in _T_CALL.findall(source):
         assert key in english, f"{path.name}: t({key!r}) is not in the English catalog"
-    lesson = _LESSON.search(source) if path.parent.name == "pages" else None
+    lesson = _LESSON.search(source) if path.parent.name == "app_pages" else None
     if lesson:
         page = lesson.group(1)
         for key in _PAGE_T_CALL.findall(source):

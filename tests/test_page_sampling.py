@@ -142,6 +142,6 @@ def test_settings_carry_over_to_generation(open_page):
     at.slider(key="temperature").set_value(0.3).run()
     at.slider(key="top_k").set_value(12).run()
     assert url(at, "temperature") == "0.3"
-    at.switch_page("pages/generation.py").run()
+    at.switch_page("app_pages/generation.py").run()
     assert not at.exception
     assert at.slider(key="temperature").value == 0.3 and at.slider(key="top_k").value == 12

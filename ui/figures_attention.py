@@ -1,4 +1,4 @@
-"""Figures for the attention lesson (pages/attention.py). Each builder takes plain numbers,
+"""Figures for the attention lesson (app_pages/attention.py). Each builder takes plain numbers,
 already-escaped token labels and ``tr`` (the page's translation function), and returns a
 plotly Figure; the page draws it with ui.theme.plot."""
 

@@ -1,4 +1,4 @@
-"""Figures of the feed-forward lesson (pages/ffn.py). Each builder takes numbers already
+"""Figures of the feed-forward lesson (app_pages/ffn.py). Each builder takes numbers already
 computed by lesson_model and translated strings (a ``tr(key, **fields)`` callable for the
 page's catalog); it draws, it does not compute model results."""
 

@@ -1,4 +1,4 @@
-"""Figures and the step state of the generation lesson (pages/generation.py).
+"""Figures and the step state of the generation lesson (app_pages/generation.py).
 
 Builders take numbers already computed by lesson_model and a ``tr(key, **fields)`` callable
 for translated strings; they draw, they do not compute model results. Token labels arrive

@@ -1,4 +1,4 @@
-"""Figures for the multi-head / GQA / KV cache lesson (pages/heads.py). Builders take plain
+"""Figures for the multi-head / GQA / KV cache lesson (app_pages/heads.py). Builders take plain
 numbers, escaped labels and ``tr`` (the page's translation function)."""
 
 from __future__ import annotations

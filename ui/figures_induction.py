@@ -1,4 +1,4 @@
-"""Figures for the induction-heads lesson (pages/induction.py). Builders take plain numbers,
+"""Figures for the induction-heads lesson (app_pages/induction.py). Builders take plain numbers,
 escaped labels and ``tr`` (the page's translation function)."""
 
 from __future__ import annotations

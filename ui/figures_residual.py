@@ -1,4 +1,4 @@
-"""Figures of the residual-stream lesson (pages/residual.py). Builders take numbers already
+"""Figures of the residual-stream lesson (app_pages/residual.py). Builders take numbers already
 computed by lesson_model and a ``tr(key, **fields)`` callable for the page's strings; token
 labels arrive already escaped for plotly."""
 

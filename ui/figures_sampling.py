@@ -1,5 +1,5 @@
-"""Figures and shared controls of the sampling lesson (pages/sampling.py); the generation
-lesson (pages/generation.py) uses the same sampling controls, so the two pages share their
+"""Figures and shared controls of the sampling lesson (app_pages/sampling.py); the generation
+lesson (app_pages/generation.py) uses the same sampling controls, so the two pages share their
 values through the session and the URL (keys temperature, top_k, top_p, seed).
 
 Builders take numbers already computed by lesson_model and a ``tr(key, **fields)`` callable

@@ -1,6 +1,6 @@
 """The course map: sections and pages in course order (SYLLABUS.md), with fixed url_paths.
 
-A page's url_path is also its id everywhere else: its file ``pages/<id>.py``, its catalog
+A page's url_path is also its id everywhere else: its file ``app_pages/<id>.py``, its catalog
 ``assets/i18n/<lang>/<id>.json`` (keys ``<id>.*``), its prose ``assets/lessons/<lang>/<id>.md``.
 Titles come from the catalog keys ``nav.<id>`` and section names from ``nav.section.<name>``.
 """
@@ -35,4 +35,4 @@ ICONS: dict[str, str] = {page: icon for _, pages in SECTIONS for page, icon in p
 
 def page_file(page: str) -> str:
     """Path of a page's script, relative to the repository root (where app.py is)."""
-    return f"pages/{page}.py"
+    return f"app_pages/{page}.py"

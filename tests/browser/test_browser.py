@@ -63,7 +63,7 @@ def tab(browser):
 
 
 def charts_on_open(page_id: str) -> bool:
-    """False when pages/<id>.py declares ``CHARTS_ON_OPEN = False`` (its figures appear only
+    """False when app_pages/<id>.py declares ``CHARTS_ON_OPEN = False`` (its figures appear only
     after the learner presses a button)."""
     tree = ast.parse((harness.ROOT / nav.page_file(page_id)).read_text("utf-8"))
     for node in tree.body:
@@ -160,9 +160,6 @@ def test_unknown_params_are_dropped(tab, base_url):
     assert "top" not in params and "nonsense" not in params and params.get("lang") == "en"
 
 
-@pytest.mark.xfail(reason="Streamlit runs the first request of a process in legacy multipage mode when a "
-                          "folder named pages/ sits beside app.py: a deep link then runs the page file "
-                          "alone, without the shell (fixed by renaming pages/, see docs/PAGES.md)", strict=False)
 def test_deep_link_as_first_request_of_a_fresh_server(browser):
     with harness.streamlit_server() as base:
         context = browser.new_context(viewport=harness.VIEWPORT)
