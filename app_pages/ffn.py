@@ -6,7 +6,7 @@ import torch
 
 from lesson_model.analysis import neurons as N
 from lesson_model.analysis import params as P
-from lesson_model.analysis.logit_lens import decode_residual
+from lesson_model.analysis.lens import decode_residual
 from lesson_model.decoder import MLP
 from ui import state, theme
 from ui import figures_ffn as F

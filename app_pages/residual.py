@@ -5,7 +5,7 @@ import streamlit as st
 import torch
 
 from lesson_model.analysis import attribution as A
-from lesson_model.analysis import logit_lens as LL
+from lesson_model.analysis import lens as LL
 from lesson_model.analysis import norms as NO
 from lesson_model.decoder import Block, RMSNorm
 from ui import state, theme

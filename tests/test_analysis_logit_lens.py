@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from lesson_model.analysis.logit_lens import decode_residual, first_depth_on_top, logit_lens, logit_lens_names
+from lesson_model.analysis.lens import decode_residual, first_depth_on_top, logit_lens, logit_lens_names
 
 pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
 

@@ -35,3 +35,10 @@ def test_dependencies_point_one_way():
         assert not _imports(path) & {"ui", "pages", "app_pages", "streamlit", "plotly"}, path
     for path in (ROOT / "ui").rglob("*.py"):
         assert not _imports(path) & {"pages", "app_pages"}, path
+
+
+def test_package_exports_do_not_shadow_analysis_modules():
+    import pkgutil
+    import lesson_model.analysis as analysis
+    modules = {m.name for m in pkgutil.iter_modules(analysis.__path__)}
+    assert not modules & set(analysis.__all__)

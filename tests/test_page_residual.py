@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from lesson_model.analysis import attribution as A
-from lesson_model.analysis import logit_lens as LL
+from lesson_model.analysis import lens as LL
 from lesson_model.analysis import norms as NO
 from ui import i18n
 

@@ -10,7 +10,7 @@ from .attribution import direct_logit_attribution, head_logit_attribution, resid
 from .embeddings import analogy, cosine_matrix, nearest_neighbours, pca
 from .heads import head_measures
 from .induction import induction_scores
-from .logit_lens import logit_lens
+from .lens import logit_lens
 from .neurons import neuron_activations, neuron_output_tokens, neuron_top_activations
 
 __all__ = ["analogy", "cosine_matrix", "direct_logit_attribution", "head_logit_attribution", "head_measures",

@@ -7,7 +7,7 @@ The logit lens applies the same read-out to the stream after block L (each vecto
 normalized by its own size, with the final norm's weight), which shows the prediction
 taking shape layer by layer. After the last block it is exactly the model's output.
 
-    from lesson_model.analysis.logit_lens import logit_lens, logit_lens_names
+    from lesson_model.analysis.lens import logit_lens, logit_lens_names
     run = lm.run(text, names=logit_lens_names(lm))
     lens = logit_lens(lm, run)
     lens.top_ids[-1, -1]   # the model's own next-token prediction
