@@ -1,0 +1,1 @@
+"""Benchmarks that print ratios against reference implementations (python -m bench)."""
