@@ -3,7 +3,6 @@ q and the keys, dot products, the 1/sqrt(d_head) scale, the causal mask, softmax
 weighted sum of values; the head's whole pattern; the what-if without the scale; a search
 for the heads that link two tokens; and how the work grows with the prompt's length."""
 
-from collections import Counter
 
 import streamlit as st
 
@@ -12,8 +11,7 @@ from lesson_model.decoder import Attention
 from ui import figures_attention as F
 from ui import state, theme
 from ui.lesson import Lesson
-from ui.text import code_span
-from ui.tokens import axis_labels, label, plot_label, position_label
+from ui.tokens import axis_labels, label, md_labeler, plot_label, position_label
 
 CAP = 64            # tokens of the prompt this page runs
 SEARCH_TOP = 8      # heads listed by the search
@@ -28,12 +26,8 @@ tokens = page.tokens(lm, cap=CAP)
 n = len(tokens)
 labels = axis_labels(tokens)
 plain = [label(tok) for tok in tokens]
-repeats = Counter(plain)
 
-
-def md_tok(i: int) -> str:
-    """Token i for Markdown, with its position when its text occurs more than once."""
-    return code_span(f"{plain[i]} ({i})" if repeats[plain[i]] > 1 else plain[i])
+md_tok = md_labeler(tokens)
 
 run = page.run(lm, tokens, names=A.capture_names(cfg.n_layers))
 

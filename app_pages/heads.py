@@ -5,7 +5,6 @@ this prompt (click a square to open that head); every head reads the whole vecto
 drawn from the real shapes, with the heads of one group using the same keys; a KV cache
 memory calculator."""
 
-from collections import Counter
 
 import streamlit as st
 import torch
@@ -18,8 +17,7 @@ from ui import figures_heads as F
 from ui import state, theme
 from ui.figures_attention import pattern_figure
 from ui.lesson import Lesson
-from ui.text import code_span
-from ui.tokens import axis_labels, label, position_label
+from ui.tokens import axis_labels, label, md_labeler, position_label
 
 CAP = 64
 PRESETS = ["this", *K.PRESETS]          # "this" = the loaded model
@@ -35,12 +33,9 @@ tokens = page.tokens(lm, cap=CAP)
 n = len(tokens)
 labels = axis_labels(tokens)
 plain = [label(tok) for tok in tokens]
-repeats = Counter(plain)
 run = page.run(lm, tokens, names=A.capture_names(cfg.n_layers))   # shared with the attention lesson
 
-
-def md_tok(i: int) -> str:
-    return code_span(f"{plain[i]} ({i})" if repeats[plain[i]] > 1 else plain[i])
+md_tok = md_labeler(tokens)
 
 
 def head_name(layer: int, head: int) -> str:

@@ -3,7 +3,6 @@ with repeated random tokens (score map, the best heads' stripes, the loss on eac
 knocking the best heads out against random heads as a control; and which heads do it on
 the learner's text."""
 
-from collections import Counter
 
 import streamlit as st
 import torch
@@ -13,7 +12,7 @@ from ui import figures_induction as F
 from ui import state, theme
 from ui.lesson import Lesson
 from ui.text import code_span, html_escape, md_escape
-from ui.tokens import label, position_label
+from ui.tokens import label, md_labeler, position_label
 
 CAP = 64
 N_SEQS = 10          # random sequences averaged for the score map and the losses
@@ -52,11 +51,8 @@ page.prose("text")
 tokens = page.tokens(lm, cap=CAP)
 n = len(tokens)
 plain = [label(tok) for tok in tokens]
-repeats = Counter(plain)
 
-
-def md_tok(i: int) -> str:
-    return code_span(f"{plain[i]} ({i})" if repeats[plain[i]] > 1 else plain[i])
+md_tok = md_labeler(tokens)
 
 
 run = page.run(lm, tokens, names=[f"blocks.{layer}.attn.hook_pattern" for layer in range(cfg.n_layers)],

@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
-import base64
-import json
 
-import numpy as np
 import pytest
 import torch
 
 from lesson_model.analysis import embeddings as E
 from ui import i18n
 from ui.figures_embeddings import ANALOGIES, GROUPS, MAPS
+from tests._apptest import chart, arr
 
 pytestmark = pytest.mark.slow
 
 CHINESE = "狗咬人。人咬狗。"
 EMOJI = "I love 🍕 and 🐱"
-
-
-def chart(at, key: str) -> dict:
-    for c in at.get("plotly_chart"):
-        if c.proto.id.endswith("-" + key):
-            return json.loads(c.proto.spec)
-    raise AssertionError(f"no chart {key!r}: {[c.proto.id for c in at.get('plotly_chart')]}")
-
-
-def arr(value) -> np.ndarray:
-    """A plotly data array from the figure JSON (plain list or base64 typed array)."""
-    if isinstance(value, dict) and "bdata" in value:
-        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        shape = value.get("shape")
-        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
-    return np.asarray(value)
 
 
 def metric(at, label: str) -> str:

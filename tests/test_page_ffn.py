@@ -3,24 +3,16 @@ controls to the URL, and draws numbers that match the model."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 from lesson_model.analysis import neurons as N
 from lesson_model.analysis import params as P
 from ui import i18n
+from tests._apptest import chart
 
 pytestmark = pytest.mark.slow
 
 PAGE = "ffn"
-
-
-def chart(at, key: str) -> dict:
-    """The plotly spec of the chart drawn with ``key``."""
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith("-" + key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart {key!r}; have {[e.proto.id.rsplit('-', 1)[-1] for e in at.get('plotly_chart')]}")
 
 
 def errors(at) -> list[str]:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import math
 
 import numpy as np
@@ -12,26 +10,12 @@ import torch
 
 from lesson_model.analysis import rope as R
 from ui import i18n
+from tests._apptest import chart, arr
 
 pytestmark = pytest.mark.slow
 
 CHINESE = "貓坐在墊子上，因為牠累了。"
 EMOJI = "🐱 sat on 🧶 😀"
-
-
-def chart(at, key: str) -> dict:
-    for c in at.get("plotly_chart"):
-        if c.proto.id.endswith("-" + key):
-            return json.loads(c.proto.spec)
-    raise AssertionError(f"no chart {key!r}: {[c.proto.id for c in at.get('plotly_chart')]}")
-
-
-def arr(value) -> np.ndarray:
-    if isinstance(value, dict) and "bdata" in value:
-        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
-        shape = value.get("shape")
-        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
-    return np.asarray(value, dtype=float)
 
 
 def metric(at, label: str) -> str:

@@ -4,7 +4,6 @@ last row is the model's prediction, attributions sum to the logit)."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
@@ -13,18 +12,12 @@ from lesson_model.analysis import attribution as A
 from lesson_model.analysis import lens as LL
 from lesson_model.analysis import norms as NO
 from ui import i18n
+from tests._apptest import chart
 
 pytestmark = pytest.mark.slow
 
 PAGE = "residual"
 CHARTS = ["sum_chart", "norms_chart", "lens_chart", "rank_chart", "dla_chart", "heads_chart", "norm_chart", "grad_chart"]
-
-
-def chart(at, key: str) -> dict:
-    for element in at.get("plotly_chart"):
-        if element.proto.id.endswith("-" + key):
-            return json.loads(element.proto.spec)
-    raise AssertionError(f"no chart {key!r}")
 
 
 def errors(at) -> list[str]:

@@ -2,25 +2,18 @@
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from lesson_model.analysis import tokenization as T
 from ui import i18n
 from ui.figures_tokens import PARALLEL
+from tests._apptest import chart
 
 pytestmark = pytest.mark.slow
 
 CHINESE = "我喜歡貓，因為牠們很可愛。"
 EMOJI = "I love pizza 🍕👍🏽"
-
-
-def chart(at, key: str) -> dict:
-    for c in at.get("plotly_chart"):
-        if c.proto.id.endswith("-" + key):
-            return json.loads(c.proto.spec)
-    raise AssertionError(f"no chart {key!r}: {[c.proto.id for c in at.get('plotly_chart')]}")
 
 
 def metric(at, label: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ui.text import code_span, html_escape, md_escape, shorten
 
@@ -58,13 +58,22 @@ def md_text(token, limit: int = LABEL_LIMIT) -> str:
     return md_escape(label(token, limit))
 
 
-def axis_labels(tokens: Sequence, limit: int = LABEL_LIMIT) -> list[str]:
-    """Unique, escaped plotly category labels: a label that occurs more than once gets its
-    position appended, e.g. "·cat (3)", so plotly does not merge the categories."""
+def unique_labels(tokens: Sequence, limit: int = LABEL_LIMIT) -> list[str]:
+    """Plain labels in which a label that occurs more than once gets its position appended,
+    e.g. "·cat (3)", so each token can be told apart."""
     plain = [label(tok, limit) for tok in tokens]
     counts = Counter(plain)
-    out = [f"{text} ({pos})" if counts[text] > 1 else text for pos, text in enumerate(plain)]
-    return [html_escape(text) for text in out]
+    return [f"{text} ({pos})" if counts[text] > 1 else text for pos, text in enumerate(plain)]
+
+
+def axis_labels(tokens: Sequence, limit: int = LABEL_LIMIT) -> list[str]:
+    """Unique, escaped plotly category labels (plotly would merge repeated categories)."""
+    return [html_escape(text) for text in unique_labels(tokens, limit)]
+
+
+def md_labeler(tokens: Sequence, limit: int = LABEL_LIMIT) -> Callable[[int], str]:
+    """md(i): token i as a Markdown code span, with its position when its text occurs more than once."""
+    return [code_span(text) for text in unique_labels(tokens, limit)].__getitem__
 
 
 def position_label(tokens: Sequence, pos: int, limit: int = LABEL_LIMIT) -> str:

@@ -1,0 +1,25 @@
+"""Helpers for reading what an AppTest drew."""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import numpy as np
+
+
+def chart(at, key: str) -> dict:
+    """The plotly JSON of the chart a page drew with ``theme.plot(fig, key=key)``."""
+    for element in at.get("plotly_chart"):
+        if element.proto.id.endswith("-" + key):
+            return json.loads(element.proto.spec)
+    raise AssertionError(f"no chart {key!r}; have {[e.proto.id.rsplit('-', 1)[-1] for e in at.get('plotly_chart')]}")
+
+
+def arr(value) -> np.ndarray:
+    """A plotly data array from the figure JSON (a plain list or a base64 typed array)."""
+    if isinstance(value, dict) and "bdata" in value:
+        out = np.frombuffer(base64.b64decode(value["bdata"]), dtype=value["dtype"])
+        shape = value.get("shape")
+        return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
+    return np.asarray(value)
