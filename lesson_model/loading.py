@@ -9,7 +9,6 @@ or, when online, a hub name, through transformers.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -80,16 +79,9 @@ def bundled_cache_folder() -> Path:
 FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_meta.json")
 
 
-def _digest(path: Path, algorithm: str = "crc32") -> str:
-    """Checksum of a file. CRC-32 catches truncation and flipped bytes and reads the 540 MB of
-    weights about three times faster than a cryptographic hash (it is checked on every load);
-    "blake2b" is still understood for caches written by earlier versions."""
-    if algorithm == "blake2b":
-        h = hashlib.blake2b(digest_size=16)
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 24):
-                h.update(chunk)
-        return h.hexdigest()
+def _digest(path: Path) -> str:
+    """CRC-32 of a file: catches truncation and flipped bytes, and reads the 540 MB of weights
+    about three times faster than a cryptographic hash (it is checked on every load)."""
     crc = 0
     with open(path, "rb") as f:
         while chunk := f.read(1 << 24):
@@ -103,34 +95,13 @@ def _cache_is_valid(folder: Path) -> bool:
         manifest = json.loads((folder / "manifest.json").read_text())
         if manifest.get("format") != CACHE_FORMAT:
             return False
-        legacy = False
         for name in FILES:
             entry, path = manifest["files"][name], folder / name
-            if path.stat().st_size != entry["size"]:
+            if path.stat().st_size != entry["size"] or _digest(path) != entry["crc32"]:
                 return False
-            algorithm = "crc32" if "crc32" in entry else "blake2b"
-            legacy |= algorithm == "blake2b"
-            if _digest(path, algorithm) != entry[algorithm]:
-                return False
+        return True
     except (OSError, ValueError, KeyError, TypeError):
         return False
-    if legacy:
-        _upgrade_manifest(folder, manifest)
-    return True
-
-
-def _upgrade_manifest(folder: Path, manifest: dict) -> None:
-    """Add CRC-32 checksums to a verified manifest from an earlier version (atomic; best effort).
-    The old entries stay, so a process still running the earlier code keeps accepting the cache."""
-    for name in FILES:
-        manifest["files"][name]["crc32"] = _digest(folder / name)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix="manifest.", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "w") as f:
-            json.dump(manifest, f, indent=2)
-        os.replace(tmp, folder / "manifest.json")
-    except OSError:
-        pass
 
 
 def _remove_abandoned(folder: Path, older_than_s: float = 3600.0) -> None:
