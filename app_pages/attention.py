@@ -11,7 +11,7 @@ from lesson_model.decoder import Attention
 from ui import figures_attention as F
 from ui import state, theme
 from ui.lesson import Lesson
-from ui.tokens import axis_labels, label, md_labeler, plot_label, position_label
+from ui.tokens import axis_labels, md_labeler, plot_label, position_label
 
 CAP = 64            # tokens of the prompt this page runs
 SEARCH_TOP = 8      # heads listed by the search
@@ -25,7 +25,6 @@ cfg = lm.cfg
 tokens = page.tokens(lm, cap=CAP)
 n = len(tokens)
 labels = axis_labels(tokens)
-plain = [label(tok) for tok in tokens]
 
 md_tok = md_labeler(tokens)
 

@@ -17,7 +17,7 @@ from ui import figures_heads as F
 from ui import state, theme
 from ui.figures_attention import pattern_figure
 from ui.lesson import Lesson
-from ui.tokens import axis_labels, label, md_labeler, position_label
+from ui.tokens import axis_labels, md_labeler, position_label
 
 CAP = 64
 PRESETS = ["this", *K.PRESETS]          # "this" = the loaded model
@@ -32,7 +32,6 @@ cfg = lm.cfg
 tokens = page.tokens(lm, cap=CAP)
 n = len(tokens)
 labels = axis_labels(tokens)
-plain = [label(tok) for tok in tokens]
 run = page.run(lm, tokens, names=A.capture_names(cfg.n_layers))   # shared with the attention lesson
 
 md_tok = md_labeler(tokens)

@@ -23,3 +23,18 @@ def arr(value) -> np.ndarray:
         shape = value.get("shape")
         return out.reshape([int(n) for n in str(shape).split(",")]) if shape else out
     return np.asarray(value)
+
+
+def charts(at) -> dict[str, dict]:
+    """Every plotly figure the page drew, by widget key."""
+    return {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
+
+
+def errors(at) -> list[str]:
+    """The messages of any exception the page raised."""
+    return [e.value for e in at.exception]
+
+
+def text_of(at) -> str:
+    """The page's Markdown, captions and subheaders as one string."""
+    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.subheader])

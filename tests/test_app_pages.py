@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from ui import i18n, nav
+from tests._apptest import errors
 
 pytestmark = pytest.mark.slow
 
@@ -23,10 +24,6 @@ BAD_PARAMS = {
     "top_k": "-1", "top_p": "2", "seed": "x", "mode": "<script>", "step": "99999", "neuron": "huge",
     "token": "", "steps": "inf", "unknown": "1",
 }
-
-
-def errors(at) -> list[str]:
-    return [e.value for e in at.exception]
 
 
 def url_value(at, key: str) -> str | None:

@@ -4,30 +4,16 @@ controls are bound to the URL (bad values clamped with a note), and the search f
 
 from __future__ import annotations
 
-import json
 
 import pytest
-import torch
 
 from lesson_model.analysis import attention as A
+from tests._apptest import charts, errors, text_of
 
 pytestmark = pytest.mark.slow
 
 DEFAULT = "The cat sat on the mat because it was tired. The cat"
 WAS_CAT = "The cat that I saw yesterday was"
-
-
-def charts(at) -> dict[str, dict]:
-    """The page's plotly figures by widget key."""
-    return {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
-
-
-def errors(at) -> list[str]:
-    return [e.value for e in at.exception]
-
-
-def text_of(at) -> str:
-    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.subheader])
 
 
 def test_default_page_shows_the_models_numbers(open_page, lm):

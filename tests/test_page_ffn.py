@@ -8,15 +8,11 @@ import pytest
 from lesson_model.analysis import neurons as N
 from lesson_model.analysis import params as P
 from ui import i18n
-from tests._apptest import chart
+from tests._apptest import chart, errors
 
 pytestmark = pytest.mark.slow
 
 PAGE = "ffn"
-
-
-def errors(at) -> list[str]:
-    return [e.value for e in at.exception]
 
 
 CHARTS = ["activation_chart", "swiglu_chart", "singular_chart", "neuron_bars", "neuron_strip", "vocab_chart",

@@ -3,29 +3,17 @@ model's, the controls are bound to the URL, and the KV calculator's arithmetic h
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from lesson_model.analysis import heads as H
 from lesson_model.analysis import kv_memory as K
+from tests._apptest import charts, errors, text_of
 
 pytestmark = pytest.mark.slow
 
 DEFAULT = "The cat sat on the mat because it was tired. The cat"
 REPEAT = "Mr and Mrs Dursley were proud. Mr and Mrs Dursley"
-
-
-def charts(at) -> dict[str, dict]:
-    return {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
-
-
-def errors(at) -> list[str]:
-    return [e.value for e in at.exception]
-
-
-def text_of(at) -> str:
-    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.subheader])
 
 
 def metric(at, label_part: str) -> str:

@@ -4,29 +4,17 @@ and the controls are bound to the URL. Short sequences keep the tests cheap."""
 
 from __future__ import annotations
 
-import json
 
 import pytest
 import torch
 
 from lesson_model.analysis import induction as I
+from tests._apptest import charts, errors, text_of
 
 pytestmark = pytest.mark.slow
 
 SMALL = {"len": "12", "seed": "3", "k": "4"}
 GORP = "My friend Gorp Fendleton likes tea. Gorp"
-
-
-def charts(at) -> dict[str, dict]:
-    return {c.proto.id.rsplit("-", 1)[-1]: json.loads(c.proto.spec) for c in at.get("plotly_chart")}
-
-
-def errors(at) -> list[str]:
-    return [e.value for e in at.exception]
-
-
-def text_of(at) -> str:
-    return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.subheader])
 
 
 def test_random_tokens_map_loss_and_ablation(open_page, lm):

@@ -12,16 +12,12 @@ from lesson_model.analysis import attribution as A
 from lesson_model.analysis import lens as LL
 from lesson_model.analysis import norms as NO
 from ui import i18n
-from tests._apptest import chart
+from tests._apptest import chart, errors
 
 pytestmark = pytest.mark.slow
 
 PAGE = "residual"
 CHARTS = ["sum_chart", "norms_chart", "lens_chart", "rank_chart", "dla_chart", "heads_chart", "norm_chart", "grad_chart"]
-
-
-def errors(at) -> list[str]:
-    return [e.value for e in at.exception]
 
 
 def model_run(lm, prompt):

@@ -172,16 +172,22 @@ def scale_figure(w_scaled: Sequence[float], w_unscaled: Sequence[float], labels:
     return fig
 
 
+def head_weight_bars(names: Sequence[str], weights: Sequence[float], colours, head_axis: str, weight_axis: str,
+                     title: str, x_max: float = 1.12) -> go.Figure:
+    """Horizontal bars: one head per row (first on top), its attention weight as a percentage."""
+    fig = go.Figure(go.Bar(x=[float(w) for w in weights], y=list(names), orientation="h", marker_color=colours,
+                           text=[f"{float(w):.0%}" for w in weights], textposition="outside", cliponaxis=False,
+                           hovertemplate="%{y}: %{x:.1%}<extra></extra>"))
+    fig.update_yaxes(type="category", autorange="reversed", title=head_axis)
+    fig.update_xaxes(range=[0, x_max], tickformat=".0%", title=weight_axis)
+    fig.update_layout(title=title)
+    return fig
+
+
 def search_figure(hits: Sequence, tr: Tr, title: str) -> go.Figure:
     """The heads with the most attention from one token to another, strongest on top."""
     names = [tr("fig.head_name", layer=h.layer, head=h.head) for h in hits]
-    fig = go.Figure(go.Bar(x=[h.weight for h in hits], y=names, orientation="h", marker_color=KEY_COLOUR,
-                           text=[f"{h.weight:.0%}" for h in hits], textposition="outside", cliponaxis=False,
-                           hovertemplate="%{y}: %{x:.1%}<extra></extra>"))
-    fig.update_yaxes(type="category", autorange="reversed", title=tr("fig.head_axis"))
-    fig.update_xaxes(range=[0, 1.12], tickformat=".0%", title=tr("fig.weight"))
-    fig.update_layout(title=title)
-    return fig
+    return head_weight_bars(names, [h.weight for h in hits], KEY_COLOUR, tr("fig.head_axis"), tr("fig.weight"), title)
 
 
 def cost_figure(lengths: Sequence[int], attention: Sequence[float], linear: Sequence[float], n_now: int,

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui import theme
+from ui.figures_attention import head_weight_bars
 
 Tr = Callable[..., str]
 STRIPE = theme.OKABE_ITO[3]      # vermillion: the induction stripe / the chosen heads
@@ -95,10 +96,4 @@ def site_heads_figure(names: Sequence[str], weights: Sequence[float], highlight:
     """The heads with the most attention from the second A to B on the learner's text;
     heads that are also top induction heads on random tokens highlighted."""
     colours = [STRIPE if h else theme.OKABE_ITO[0] for h in highlight]
-    fig = go.Figure(go.Bar(x=[float(w) for w in weights], y=list(names), orientation="h", marker_color=colours,
-                           text=[f"{float(w):.0%}" for w in weights], textposition="outside", cliponaxis=False,
-                           hovertemplate="%{y}: %{x:.1%}<extra></extra>"))
-    fig.update_yaxes(type="category", autorange="reversed", title=tr("fig.head_axis_full"))
-    fig.update_xaxes(range=[0, 1.15], tickformat=".0%", title=tr("fig.weight"))
-    fig.update_layout(title=title)
-    return fig
+    return head_weight_bars(names, weights, colours, tr("fig.head_axis_full"), tr("fig.weight"), title, x_max=1.15)
