@@ -29,9 +29,15 @@ _CJK = "\u2e80-\u9fff\u3000-\u303f\uff00-\uffef"
 # A single line break inside a paragraph next to a CJK character (Markdown would show it
 # as a space), unless the other side is Latin text, the next line starts a block, or the
 # line ends with "*" (joined, a closing "**" before a CJK letter would no longer close).
+_CJK_PUNCT_END = "。，、：；！？）」』"
 _CJK_BREAK = re.compile(
     rf"(?<=[{_CJK}])\n(?![A-Za-z0-9(\[`$]|[-+*] |\d+\. |#|>|\||\n)"
     rf"|(?<=[^A-Za-z0-9)\]`$*\n])\n(?=\**[{_CJK}])"
+    # a line that ends with a closing "**" after a letter (so it still closes when joined)
+    # and a next line that starts with CJK text or full-width punctuation
+    rf"|(?<=[^\s*{re.escape(_CJK_PUNCT_END)}]\*\*)\n(?=[{_CJK}])"
+    # Chinese sentence punctuation at the end of a line, Latin text on the next
+    rf"|(?<=[{_CJK_PUNCT_END}])\n(?=[A-Za-z0-9`$*(])(?!\d+\. |[-+*] )"
 )
 
 
@@ -71,6 +77,51 @@ def lesson_sections(page: str, lang: str) -> dict[str, str]:
         m.group(1): text[m.end(): heads[i + 1].start() if i + 1 < len(heads) else len(text)].strip()
         for i, m in enumerate(heads)
     }
+
+
+def is_cjk(lang: str | None = None) -> bool:
+    """True for the Chinese languages (whose lists, brackets and sentences join differently)."""
+    return (lang or current_lang()).startswith("zh")
+
+
+def join_list(items, lang: str | None = None) -> str:
+    """Items as a list in running text: "a, b, c" in English, 「a、b、c」 in Chinese."""
+    return ("、" if is_cjk(lang) else ", ").join(str(item) for item in items)
+
+
+def with_paren(head, inner, lang: str | None = None) -> str:
+    """``head`` followed by a bracketed remark: "MLP 29 (+13.84)" / 「MLP 29（+13.84）」."""
+    return f"{head}（{inner}）" if is_cjk(lang) else f"{head} ({inner})"
+
+
+def join_sentences(sentences, lang: str | None = None) -> str:
+    """Whole sentences run together: a space between them in English, none after 「。」."""
+    parts = [str(s).strip() for s in sentences if str(s).strip()]
+    return ("" if is_cjk(lang) else " ").join(parts)
+
+
+_UNITS = {
+    "en": [(1e12, "trillion"), (1e9, "billion"), (1e6, "million"), (1e3, "thousand")],
+    "zh-Hant": [(1e12, "兆"), (1e8, "億"), (1e4, "萬")],
+    "zh-Hans": [(1e12, "万亿"), (1e8, "亿"), (1e4, "万")],
+}
+
+
+def big_number(n: float, digits: int = 3, lang: str | None = None) -> str:
+    """A large count in words, the way each language writes it: 134,515,008 -> "135 million",
+    「1.35 億」, 「1.35 亿」 (``digits`` significant digits; below the smallest unit, digits
+    with thousands separators)."""
+    lang = lang or current_lang()
+    value = float(n)
+    for size, unit in _UNITS.get(lang, _UNITS["en"]):
+        if abs(value) >= size:
+            scaled = value / size
+            decimals = max(0, digits - len(str(int(abs(scaled)))))
+            text = f"{scaled:.{decimals}f}"
+            if "." in text:
+                text = text.rstrip("0").rstrip(".")
+            return f"{text} {unit}"
+    return f"{value:,.0f}"
 
 
 def placeholders(text: str) -> set[str]:

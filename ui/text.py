@@ -37,5 +37,14 @@ def html_escape(text: str) -> str:
     return html.escape(text, quote=False).replace('"', "&#34;").replace("'", "&#39;")
 
 
+def num(x: float, spec: str = ".2f") -> str:
+    """A number formatted with ``spec``, never "-0.00": a value that rounds to zero shows
+    without a sign."""
+    text = format(float(x), spec)
+    if text.startswith("-") and float(text.rstrip("%").replace(",", "") or 0) == 0:
+        text = text[1:]
+    return text
+
+
 def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -58,10 +58,66 @@ def md_text(token, limit: int = LABEL_LIMIT) -> str:
     return md_escape(label(token, limit))
 
 
+_SUPERSCRIPT = str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def _utf8_len(first: int) -> int:
+    """How many bytes a UTF-8 character takes, from its first byte (1 for a stray byte)."""
+    return 2 if 0xC0 <= first < 0xE0 else 3 if 0xE0 <= first < 0xF0 else 4 if 0xF0 <= first < 0xF8 else 1
+
+
+def readable_texts(tokens: Sequence) -> list[str]:
+    """Each token's display text, with byte pieces shown as the character they belong to
+    and which piece they are: 我 split as <E6 88> + <91> reads "我¹", "我²". A piece that
+    holds parts of two characters shows both ("我²魚¹"); whole tokens keep their text.
+    Plain strings pass through unchanged."""
+    out = [tok if isinstance(tok, str) else tok.text for tok in tokens]
+    i = 0
+    while i < len(tokens):
+        if isinstance(tokens[i], str) or not tokens[i].is_partial:
+            i += 1
+            continue
+        j = i   # a run of consecutive byte pieces: i .. j-1
+        while j < len(tokens) and not isinstance(tokens[j], str) and tokens[j].is_partial:
+            j += 1
+        data = b"".join(tokens[k].bytes for k in range(i, j))
+        # the characters of the run: (first byte offset, byte length, text)
+        chars, pos = [], 0
+        while pos < len(data):
+            size = min(_utf8_len(data[pos]), len(data) - pos)
+            piece = data[pos:pos + size]
+            chars.append((pos, size, piece.decode("utf-8", errors="replace")))
+            pos += size
+        offset = 0
+        for k in range(i, j):
+            lo, hi = offset, offset + len(tokens[k].bytes)
+            offset = hi
+            parts = []
+            for start, size, text in chars:
+                if start < hi and lo < start + size:   # this token holds some of this character's bytes
+                    if start >= lo and start + size <= hi:
+                        parts.append(text)
+                    else:
+                        pieces = [t for t in range(i, j)]   # which of the character's pieces is this one
+                        nth, at = 0, 0
+                        for m in pieces:
+                            m_lo, at = at, at + len(tokens[m].bytes)
+                            if m_lo < start + size and start < at:
+                                nth += 1
+                            if m == k:
+                                break
+                        parts.append(text + str(nth).translate(_SUPERSCRIPT))
+            joined = "".join(parts)
+            out[k] = joined if joined and "\ufffd" not in joined else tokens[k].text   # stray bytes stay as bytes
+        i = j
+    return out
+
+
 def unique_labels(tokens: Sequence, limit: int = LABEL_LIMIT) -> list[str]:
     """Plain labels in which a label that occurs more than once gets its position appended,
-    e.g. "·cat (3)", so each token can be told apart."""
-    plain = [label(tok, limit) for tok in tokens]
+    e.g. "·cat (3)", so each token can be told apart. Byte pieces read as their character
+    ("我¹", "我²"; see readable_texts)."""
+    plain = [label(text, limit) for text in readable_texts(tokens)]
     counts = Counter(plain)
     return [f"{text} ({pos})" if counts[text] > 1 else text for pos, text in enumerate(plain)]
 
