@@ -165,6 +165,33 @@ def _unpermute(w, n_heads: int):
     return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def gguf_weight_formats(path: Path) -> dict:
+    """How the GGUF file stores its weights: {"weight_formats": {format: parameters stored in
+    it}, "embedding_format": format of the token embedding}, e.g. Q4_1 (4-bit blocks) for the
+    SmolLM2 matrices and Q8_0 for its embedding. The decoder computes in float32 either way,
+    but each weight only carries the precision of its format."""
+    import gguf
+
+    reader = gguf.GGUFReader(str(path))
+    formats: dict[str, int] = {}
+    for t in reader.tensors:
+        formats[t.tensor_type.name] = formats.get(t.tensor_type.name, 0) + int(t.n_elements)
+    embed = next((t.tensor_type.name for t in reader.tensors if t.name == "token_embd.weight"), None)
+    return {"weight_formats": dict(sorted(formats.items(), key=lambda kv: -kv[1])), "embedding_format": embed}
+
+
+def _cached_formats(folder: Path, gguf_path: Path) -> dict:
+    """The weight formats recorded in the cache's manifest (read from the GGUF file once if an
+    older cache lacks them)."""
+    try:
+        source = json.loads((folder / "manifest.json").read_text()).get("source", {})
+        if "weight_formats" in source:
+            return {"weight_formats": source["weight_formats"], "embedding_format": source.get("embedding_format")}
+    except (OSError, ValueError):
+        pass
+    return gguf_weight_formats(gguf_path)
+
+
 def convert_gguf(path: Path) -> tuple[Decoder, str, dict]:
     """Dequantize a Llama GGUF file into a float32 Decoder; also return the tokenizer."""
     import gguf
@@ -302,16 +329,22 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
             if progress:
                 progress("converting")
             decoder, tokenizer_json, meta = convert_gguf(gguf_path)
-            _write_cache(folder, decoder, tokenizer_json, meta, {"file": GGUF_NAME, "size": stat.st_size, "package": PACKAGE})
+            _write_cache(folder, decoder, tokenizer_json, meta, {"file": GGUF_NAME, "size": stat.st_size, "package": PACKAGE,
+                                                                 **gguf_weight_formats(gguf_path)})
         if progress:
             progress("loading")
         decoder, tokenizer = _read_cache(folder)
         name = DEFAULT_NAME
+        formats = _cached_formats(folder, gguf_path)
     else:
         decoder, tokenizer = _load_hf(str(path_or_name))
         name = Path(str(path_or_name)).name or str(path_or_name)
+        formats = {}
     decoder = decoder.to(device=device).eval()
     decoder.requires_grad_(False)
     for p in decoder.parameters():   # only the weights change dtype: RoPE's inverse frequencies stay float32
         p.data = p.data.to(dtype)
-    return LessonModel(decoder, tokenizer, name=name)
+    lm = LessonModel(decoder, tokenizer, name=name)
+    lm.weight_formats = formats.get("weight_formats")       # None: the checkpoint's own dtype, not quantized by us
+    lm.embedding_format = formats.get("embedding_format")
+    return lm

@@ -68,6 +68,10 @@ class LessonModel:
         self.tokenizer = tokenizer
         self.name = name
         self.cfg = decoder.cfg
+        # How the weights were stored before they were dequantized to float32 (set by load_model
+        # for a GGUF file): {format: parameters}, e.g. {"Q4_1": ..., "Q8_0": ...}; None otherwise.
+        self.weight_formats: dict[str, int] | None = None
+        self.embedding_format: str | None = None
         self._hook_names = decoder.hook_names()
         self._hook_name_set = frozenset(self._hook_names)
 
