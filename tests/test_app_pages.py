@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from ui import i18n, nav
-from tests._apptest import errors
+from tests._apptest import errors, text_of
+from tests.test_typography import problems
 
 pytestmark = pytest.mark.slow
 
@@ -17,7 +18,14 @@ LANGS = list(i18n.LANGS)
 LONG = "The quick brown fox jumps over the lazy dog, and then it naps. " * 40      # > 2000 chars
 ODD = ("🐱‍👤 naïve café — 貓咪喜歡魚 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 e\u0301 \u200b\t\n  <img src=x onerror=alert(1)> "
        "**bold** [link](http://x) $x^2$ :red[red] `code` \\ 😀👍🏽")
-PROMPTS = {"empty": "", "long": LONG, "odd": ODD, "whitespace": " \n\t "}
+REPEATED = "red green blue yellow purple orange red green blue yellow purple orange"
+CODE = "def add(a, b):\n    return a + b\n\nprint(add(2, 3))"
+PROMPTS = {
+    "empty": "", "long": LONG, "odd": ODD, "whitespace": " \n\t ",
+    "one_token": "Hello", "one_char": "a", "special_only": "<|im_start|><|im_end|>",
+    "repeated": REPEATED, "code": CODE, "chinese": "我吃魚，魚吃我。",
+    "longest": ("The cat sat on the mat. " * 84)[:2000],   # exactly the longest prompt the course accepts
+}
 BAD_LANG = "klingon"
 BAD_PARAMS = {
     "layer": "999", "head": "-5", "pos": "abc", "top": "1e9", "temperature": "nan",
@@ -38,13 +46,18 @@ def test_page_runs_in_every_language(open_page, page, lang):
     at = open_page(page, lang=lang)
     assert not errors(at)
     assert at.title[0].value == i18n.catalog(lang)[f"nav.{page}"]
+    if lang != "en":   # what the page wrote in code (lists, joined sentences) follows Chinese typography too
+        bad = problems(text_of(at), lang)
+        assert not bad, "\n".join(bad)
 
 
 @pytest.mark.parametrize("case", list(PROMPTS))
 @pytest.mark.parametrize("page", nav.PAGES)
 def test_page_survives_odd_prompts(open_page, page, case):
-    at = open_page(page, lang="zh-Hant" if case == "odd" else "en", prompt=PROMPTS[case])
+    lang = {"odd": "zh-Hant", "chinese": "zh-Hant", "repeated": "zh-Hans"}.get(case, "en")
+    at = open_page(page, lang=lang, prompt=PROMPTS[case])
     assert not errors(at)
+    assert at.title[0].value == i18n.catalog(lang)[f"nav.{page}"]
 
 
 @pytest.mark.parametrize("page", nav.PAGES)

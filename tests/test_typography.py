@@ -19,7 +19,7 @@ _MATH_OR_CODE = re.compile(r"\$\$.*?\$\$|\$[^$\n]+\$|`+[^`]*`+|\{[a-z_0-9]+(:[^}
 COMMON = [
     (re.compile(rf"[ \t]+[（「『《〈]|[（「『《〈][ \t]+"), "space before or inside a full-width bracket"),
     (re.compile(rf"[。，、；：！？）」][ \t]+(?=\S)"), "space after full-width punctuation"),
-    (re.compile(r"(?<!…)…(?!…)"), "a single 「…」 (the Chinese ellipsis is 「……」)"),
+    (re.compile(r"(?<![… ])…(?![…])|(?<!…)…(?![… ])"), "a single 「…」 (the Chinese ellipsis is 「……」; a spaced one, as in 「A B … A」, is a sequence)"),
     (re.compile(rf"(?<![*A-Za-z0-9\\])\*(?![\s*])[^*\n]*[{CJK}][^*\n]*(?<![\s*\\])\*(?![*A-Za-z0-9])"), "Markdown italics on Chinese"),
     (re.compile(rf"[{CJK}][ \t]?\([^)\n]*\)|(?<![A-Za-z0-9_])\([^)\n]*\)[ \t]?[{CJK}]"), "ASCII parentheses in Chinese text"),
     (re.compile(rf"[{CJK}]\s*[,;]\s*[\d{CJK}]|\d, \d+\s?[{CJK}]"), "ASCII comma or semicolon in Chinese text"),
@@ -115,3 +115,13 @@ def test_the_checker_catches_the_reviewed_slips(text, lang):
 ])
 def test_the_checker_passes_good_text(text, lang):
     assert not problems(text, lang)
+
+
+@pytest.mark.parametrize("source,rendered", [
+    ("**自迴歸生成**\n（autoregressive）", "**自迴歸生成**（autoregressive）"),   # no space before 「（」
+    ("好。\nLLaMA 是", "好。LLaMA 是"),                                            # no space after 「。」
+    ("接著**前饋網路（FFN）**\n各自", "接著**前饋網路（FFN）**\n各自"),             # joined, ** would not close
+    ("第一行\n- 第二項", "第一行\n- 第二項"),                                        # a list stays a list
+])
+def test_line_joining(source, rendered):
+    assert i18n._CJK_BREAK.sub("", source) == rendered

@@ -33,9 +33,10 @@ _CJK_PUNCT_END = "。，、：；！？）」』"
 _CJK_BREAK = re.compile(
     rf"(?<=[{_CJK}])\n(?![A-Za-z0-9(\[`$]|[-+*] |\d+\. |#|>|\||\n)"
     rf"|(?<=[^A-Za-z0-9)\]`$*\n])\n(?=\**[{_CJK}])"
-    # a line that ends with a closing "**" after a letter (so it still closes when joined)
+    # a line that ends with a closing "**" right after a letter or digit (after punctuation it
+    # would no longer close when joined to a letter)
     # and a next line that starts with CJK text or full-width punctuation
-    rf"|(?<=[^\s*{re.escape(_CJK_PUNCT_END)}]\*\*)\n(?=[{_CJK}])"
+    rf"|(?<=[^\W_]\*\*)\n(?=[{_CJK}])"
     # Chinese sentence punctuation at the end of a line, Latin text on the next
     rf"|(?<=[{_CJK_PUNCT_END}])\n(?=[A-Za-z0-9`$*(])(?!\d+\. |[-+*] )"
 )

@@ -56,16 +56,16 @@ class Lesson:
 
     def tokens(self, lm, cap: int) -> list:
         """The shared prompt's tokens, at most ``cap`` of them (with a visible notice when
-        cut). An empty prompt shows a friendly hint with the Try-this prompts and stops the page."""
+        cut: the last ``cap``, so the page continues from the end of the text). An empty prompt shows a friendly hint with the Try-this prompts and stops the page."""
         text = state.prompt()
         if not text.strip():
             st.info(t("lesson.empty_prompt"), icon=":material/edit_note:")
             self.try_this()
             st.stop()
         tokens = lm.tokenize(text)
-        if len(tokens) > cap:
+        if len(tokens) > cap:   # keep the end: the model continues from where the learner's text ends
             st.warning(t("lesson.prompt_cut", n=len(tokens), cap=cap), icon=":material/content_cut:")
-            tokens = tokens[:cap]
+            tokens = tokens[-cap:]
         return tokens
 
     def run(self, lm, tokens: Sequence, names: Iterable[str] = (), *, all_logits: bool = False,

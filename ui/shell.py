@@ -11,6 +11,55 @@ from ui.text import code_span, md_escape, shorten
 
 EXAMPLE_COUNT = 4
 
+# The document's language and a font stack per script: without them Chromium draws Chinese
+# with its Japanese fallback (Japanese glyph forms, punctuation placed the Japanese way).
+HTML_LANG = {"en": "en", "zh-Hant": "zh-Hant-TW", "zh-Hans": "zh-Hans-CN"}
+FONT_STACK = {
+    "en": '"Source Sans", "Source Sans Pro", "Noto Sans", sans-serif',
+    "zh-Hant": '"Source Sans", "Source Sans Pro", "Noto Sans TC", "Noto Sans CJK TC", "PingFang TC", '
+               '"Microsoft JhengHei", sans-serif',
+    "zh-Hans": '"Source Sans", "Source Sans Pro", "Noto Sans SC", "Noto Sans CJK SC", "PingFang SC", '
+               '"Microsoft YaHei", sans-serif',
+}
+MONO_STACK = {
+    "en": '"Source Code Pro", "Noto Sans Mono", monospace',
+    "zh-Hant": '"Source Code Pro", "Noto Sans Mono CJK TC", "Noto Sans CJK TC", monospace',
+    "zh-Hans": '"Source Code Pro", "Noto Sans Mono CJK SC", "Noto Sans CJK SC", monospace',
+}
+# Layout fixes for a projector at 1024x768 and 1280x720: metric values and labels, and
+# button labels, wrap instead of being cut to "1,0…" or "N.."; Streamlit's English
+# "Press Ctrl+Enter to apply" is replaced by a translated caption.
+_CSS = """
+html, body, .stApp, .stApp p, .stApp li, .stApp label, .stApp button, .stApp input, .stApp textarea,
+.stApp h1, .stApp h2, .stApp h3, .stApp h4, .stApp [data-testid="stMetricValue"],
+.stApp [data-testid="stMarkdownContainer"] {{ font-family: {font}; }}
+.stApp code, .stApp pre, .stApp kbd {{ font-family: {mono}; }}
+[data-testid="stMetricValue"], [data-testid="stMetricValue"] > div,
+[data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {{
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+  overflow-wrap: anywhere;
+}}
+[data-testid="stMetricValue"] {{ font-size: clamp(1.3rem, 2.2vw, 2.25rem); line-height: 1.2; }}
+.stButton button p, .stDownloadButton button p, [data-testid="stPageLink"] p {{
+  white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
+  overflow-wrap: anywhere;
+}}
+.stButton button, .stDownloadButton button {{ height: auto; min-height: 2.5rem; }}
+[data-testid="stWidgetLabel"] p {{ white-space: normal !important; overflow: visible !important; }}
+[data-testid="InputInstructions"] {{ display: none; }}
+.st-key-doc_lang {{ display: none; }}
+.nowrap {{ white-space: nowrap; }}
+"""
+_LANG_SCRIPT = "<script>document.documentElement.lang = {lang!r};</script>"
+
+
+def page_style() -> None:
+    """The document language and the course's CSS for this session's language."""
+    lang = i18n.current_lang()
+    st.html("<style>" + _CSS.format(font=FONT_STACK[lang], mono=MONO_STACK[lang]) + "</style>")
+    with st.container(key="doc_lang"):
+        st.html(_LANG_SCRIPT.format(lang=HTML_LANG[lang]), unsafe_allow_javascript=True)
+
 
 def start() -> list[str]:
     """Set up the run: URL record, language, prompt. Returns notes about the URL to show."""
@@ -61,6 +110,7 @@ def sidebar() -> None:
         st.session_state["prompt"] = state.prompt()
         st.text_area(t("prompt.label"), key="prompt", on_change=_on_prompt, height=110,
                      max_chars=state.PROMPT_MAX_CHARS, help=t("prompt.help"))
+        st.caption(t("prompt.apply_hint", n=f"{state.PROMPT_MAX_CHARS:,}"))
         state.claim_prompt()
         with st.expander(t("prompt.examples"), icon=":material/lightbulb:"):
             for n in range(1, EXAMPLE_COUNT + 1):
@@ -74,6 +124,33 @@ def sidebar() -> None:
 def model():
     """The shared model (loading it on first use), with its status in the sidebar."""
     lm = get_model()
-    st.sidebar.caption(t("shell.model_status", name=md_escape(lm.name), device=md_escape(str(lm.device)),
-                         params=f"{lm.param_counts()['total'] / 1e6:.1f}"))
+    status = t("shell.model_status", name=md_escape(lm.name), device=md_escape(lm.device.type.upper()),
+               params=i18n.big_number(lm.param_counts()["total"]))
+    if lm.weight_formats:
+        main = next(iter(lm.weight_formats))
+        embed = lm.embedding_format if lm.embedding_format and lm.embedding_format != main else None
+        status += " · " + (t("shell.quantized_embed", fmt=main, embed=embed) if embed else t("shell.quantized", fmt=main))
+    st.sidebar.caption(status)
     return lm
+
+
+def lesson_footer(url_path: str) -> None:
+    """Previous / next lesson links and "Lesson n of N" at the end of every page, so a
+    teacher who has hidden the sidebar can move on without opening it."""
+    page = url_path or nav.HOME
+    if page not in nav.PAGES:
+        return
+    i = nav.PAGES.index(page)
+    st.divider()
+    left, middle, right = st.columns([2, 1, 2], vertical_alignment="center")
+    if i > 0:
+        prev = nav.PAGES[i - 1]
+        left.page_link(nav.page_file(prev), label=t("lesson.prev", title=t(f"nav.{prev}")),
+                       icon=":material/arrow_back:")
+    if i > 0:
+        middle.caption(t("lesson.progress", n=i, total=len(nav.PAGES) - 1))
+    if i + 1 < len(nav.PAGES):
+        nxt = nav.PAGES[i + 1]
+        key = "lesson.start" if i == 0 else "lesson.next"
+        with right:
+            st.page_link(nav.page_file(nxt), label=t(key, title=t(f"nav.{nxt}")), icon=":material/arrow_forward:")

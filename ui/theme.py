@@ -32,6 +32,54 @@ pio.templates["decoder_lab"].layout.update(colorway=OKABE_ITO, font=dict(size=FO
 pio.templates.default = "decoder_lab"
 
 
+TITLE_WIDTH = 46        # a title line's width, in Latin characters (a CJK character counts as two)
+TITLE_LINE_PX = 24
+
+
+def _width(text: str) -> int:
+    return sum(2 if "\u2e80" <= ch <= "\uffef" else 1 for ch in text)
+
+
+def wrap_title(text: str, width: int = TITLE_WIDTH) -> str:
+    """A chart title broken into lines of about ``width`` characters (plotly never wraps a
+    title, so a long one is cut at the chart's right edge on a projector or a phone). Breaks at
+    spaces, or between CJK characters; existing <br> breaks are kept."""
+    if not text or "<" in text or _width(text) <= width:   # already broken, or holds markup
+        return text
+    lines, line = [], ""
+    tokens = []
+    for part in text.split(" "):   # words, with CJK runs split into characters
+        chunk = ""
+        for ch in part:
+            if "\u2e80" <= ch <= "\uffef" and ch not in "，。、：；！？）」』":
+                if chunk:
+                    tokens.append((chunk, False))
+                chunk = ch
+                tokens.append((chunk, False))
+                chunk = ""
+            else:
+                chunk += ch
+        if chunk:
+            tokens.append((chunk, False))
+        tokens.append((" ", True))
+    for piece, is_space in tokens[:-1]:
+        if is_space:
+            if line and _width(line) + 1 > width:
+                lines.append(line)
+                line = ""
+            elif line:
+                line += " "
+            continue
+        if line and _width(line.rstrip()) + _width(piece) > width:
+            lines.append(line.rstrip())
+            line = piece
+        else:
+            line += piece
+    if line.strip():
+        lines.append(line.rstrip())
+    return "<br>".join(lines)
+
+
 def font_family(lang: str | None = None) -> str:
     return FONTS[lang or current_lang()]
 
@@ -42,9 +90,19 @@ def style(fig: go.Figure, height: int | None = None) -> go.Figure:
         font=dict(family=font_family(), size=FONT_SIZE, color="#1f2937"),
         hoverlabel=dict(font=dict(family=font_family(), size=FONT_SIZE)),
         legend=dict(font=dict(size=FONT_SIZE - 2)),
+        modebar=dict(orientation="v"),   # at the right edge, off the (left-aligned) title
     )
+    title = fig.layout.title.text
+    extra_lines = 0
+    if title:
+        wrapped = wrap_title(title)
+        extra_lines = wrapped.count("<br>") - title.count("<br>")
+        fig.layout.title.text = wrapped
     if fig.layout.margin.t is None:
-        fig.update_layout(margin=dict(l=10, r=10, t=60 if fig.layout.title.text else 20, b=10))
+        lines = (fig.layout.title.text or "").count("<br>") + 1
+        fig.update_layout(margin=dict(l=10, r=10, t=40 + TITLE_LINE_PX * lines if title else 20, b=10))
+    elif extra_lines:
+        fig.update_layout(margin=dict(t=fig.layout.margin.t + TITLE_LINE_PX * extra_lines))
     fig.update_xaxes(automargin=True, title_font=dict(size=FONT_SIZE), tickfont=dict(size=FONT_SIZE - 2))
     fig.update_yaxes(automargin=True, title_font=dict(size=FONT_SIZE), tickfont=dict(size=FONT_SIZE - 2))
     if height is not None:
@@ -55,6 +113,8 @@ def style(fig: go.Figure, height: int | None = None) -> go.Figure:
 def plot(fig: go.Figure, key: str, height: int | None = None, static: bool = False) -> None:
     """Draw a figure with the course look (Streamlit's own chart theme off). ``static``
     draws it as a picture (no hover, zoom or toolbar), which is quicker to draw."""
+    # A download is three times the on-screen size, for slides and handouts.
     config = {"staticPlot": True} if static else {"displaylogo": False,
-                                                   "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+                                                   "modeBarButtonsToRemove": ["lasso2d", "select2d"],
+                                                   "toImageButtonOptions": {"format": "png", "scale": 3}}
     st.plotly_chart(style(fig, height), key=key, theme=None, width="stretch", config=config)
