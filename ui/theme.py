@@ -32,8 +32,11 @@ pio.templates["decoder_lab"].layout.update(colorway=OKABE_ITO, font=dict(size=FO
 pio.templates.default = "decoder_lab"
 
 
-TITLE_WIDTH = 46        # a title line's width, in Latin characters (a CJK character counts as two)
-TITLE_LINE_PX = 24
+# A title line's width in Latin characters (a CJK character counts as two): about 300 px at
+# TITLE_SIZE, the width of a chart in a half column at 1024x768 with the sidebar open.
+TITLE_WIDTH = 32
+TITLE_SIZE = 17
+TITLE_LINE_PX = 22
 
 
 def _width(text: str) -> int:
@@ -84,7 +87,7 @@ def font_family(lang: str | None = None) -> str:
     return FONTS[lang or current_lang()]
 
 
-def style(fig: go.Figure, height: int | None = None) -> go.Figure:
+def style(fig: go.Figure, height: int | None = None, title_width: int = TITLE_WIDTH) -> go.Figure:
     """Apply the course look to a figure in place (and return it)."""
     fig.update_layout(
         font=dict(family=font_family(), size=FONT_SIZE, color="#1f2937"),
@@ -95,9 +98,11 @@ def style(fig: go.Figure, height: int | None = None) -> go.Figure:
     title = fig.layout.title.text
     extra_lines = 0
     if title:
-        wrapped = wrap_title(title)
+        wrapped = wrap_title(title, title_width)
         extra_lines = wrapped.count("<br>") - title.count("<br>")
         fig.layout.title.text = wrapped
+        if fig.layout.title.font.size is None:
+            fig.layout.title.font.size = TITLE_SIZE
     if fig.layout.margin.t is None:
         lines = (fig.layout.title.text or "").count("<br>") + 1
         fig.update_layout(margin=dict(l=10, r=10, t=40 + TITLE_LINE_PX * lines if title else 20, b=10))
@@ -110,11 +115,13 @@ def style(fig: go.Figure, height: int | None = None) -> go.Figure:
     return fig
 
 
-def plot(fig: go.Figure, key: str, height: int | None = None, static: bool = False) -> None:
+def plot(fig: go.Figure, key: str, height: int | None = None, static: bool = False,
+         title_width: int = TITLE_WIDTH) -> None:
     """Draw a figure with the course look (Streamlit's own chart theme off). ``static``
-    draws it as a picture (no hover, zoom or toolbar), which is quicker to draw."""
+    draws it as a picture (no hover, zoom or toolbar), which is quicker to draw. A long title is
+    wrapped at ``title_width`` characters (pass a smaller one for a chart in a narrow column)."""
     # A download is three times the on-screen size, for slides and handouts.
     config = {"staticPlot": True} if static else {"displaylogo": False,
                                                    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
                                                    "toImageButtonOptions": {"format": "png", "scale": 3}}
-    st.plotly_chart(style(fig, height), key=key, theme=None, width="stretch", config=config)
+    st.plotly_chart(style(fig, height, title_width), key=key, theme=None, width="stretch", config=config)

@@ -169,3 +169,88 @@ def test_deep_link_as_first_request_of_a_fresh_server(browser):
         title = page.locator(harness.TITLE).first.inner_text().strip()
         context.close()
     assert title == i18n.catalog("zh-Hant")["nav.tokens"]
+
+
+# --- Chinese as Chinese, and nothing cut on a projector -----------------------------------
+
+def _platform_fonts(page, selector: str) -> list[str]:
+    """The fonts Chromium really used to draw the text of the first element matching selector."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("DOM.enable")
+    cdp.send("CSS.enable")
+    root = cdp.send("DOM.getDocument", {"depth": -1})["root"]["nodeId"]
+    node = cdp.send("DOM.querySelector", {"nodeId": root, "selector": selector})["nodeId"]
+    fonts = cdp.send("CSS.getPlatformFontsForNode", {"nodeId": node})["fonts"]
+    return [f["familyName"] for f in fonts]
+
+
+@pytest.mark.parametrize("lang,script", [("zh-Hant", "TC"), ("zh-Hans", "SC")])
+def test_chinese_draws_with_a_chinese_font(tab, base_url, lang, script):
+    tab.goto(harness.page_url(base_url, "home", lang=lang))
+    harness.wait_until_drawn(tab)
+    assert tab.evaluate("() => document.documentElement.lang").startswith(lang)
+    fonts = _platform_fonts(tab, "[data-testid='stMain'] h1")
+    cjk = [f for f in fonts if "CJK" in f or "Sans TC" in f or "Sans SC" in f]
+    assert cjk and all(script in f for f in cjk) and not any(" JP" in f for f in fonts), fonts
+
+
+def test_no_deploy_button_or_developer_menu(tab, base_url):
+    tab.goto(harness.page_url(base_url, "home", lang="en"))
+    harness.wait_until_drawn(tab)
+    assert tab.get_by_text("Deploy", exact=True).count() == 0
+    assert tab.get_by_text("Press Ctrl+Enter to apply").count() == 0     # Streamlit's own English hint
+
+
+def test_next_lesson_link_at_the_end_of_a_page(tab, base_url):
+    tab.goto(harness.page_url(base_url, "attention", lang="en", prompt="The cat sat"))
+    harness.wait_until_drawn(tab)
+    link = tab.locator("[data-testid='stMain'] [data-testid='stPageLink'] a[href$='heads']")
+    assert link.count() == 1
+    rerun(tab, lambda: link.click())
+    assert tab.locator(harness.TITLE).first.inner_text().strip() == i18n.catalog("en")["nav.heads"]
+
+
+CUT_OFF = """() => {
+  const out = [];
+  const main = document.querySelector("[data-testid='stMain']");
+  const cut = el => el.scrollWidth > el.clientWidth + 2;
+  main.querySelectorAll("[data-testid='stMetricValue'], [data-testid='stMetricLabel'], .stButton button p, "
+                        + "[data-testid='stWidgetLabel'] p, [role='tab'] p").forEach(el => {
+    if (el.offsetParent !== null && cut(el)) out.push('cut: ' + el.innerText.slice(0, 60));
+  });
+  main.querySelectorAll("[data-testid='stPlotlyChart']").forEach(c => {
+    const svg = c.querySelector('.main-svg'), title = c.querySelector('.gtitle');
+    if (!svg || !title || !title.textContent) return;
+    const r = title.getBoundingClientRect(), s = svg.getBoundingClientRect();
+    if (r.width > 0 && (r.right > s.right + 2 || r.left < s.left - 2)) out.push('chart title: ' + title.textContent.slice(0, 60));
+  });
+  main.querySelectorAll("[data-testid='stGraphVizChart'] svg").forEach(svg => {
+    const box = svg.viewBox && svg.viewBox.baseVal;
+    if (!box || !box.width) return;
+    const scale = svg.getBoundingClientRect().width / box.width;
+    svg.querySelectorAll('text').forEach(t => {
+      const px = parseFloat(t.getAttribute('font-size') || '14') * scale;
+      if (px < 12) out.push('diagram text ' + px.toFixed(1) + ' px: ' + t.textContent.slice(0, 40));
+    });
+  });
+  return out;
+}"""
+
+
+@pytest.mark.parametrize("size", [(1024, 768), (1280, 720)])
+@pytest.mark.parametrize("lang", ["en", "zh-Hans"])
+@pytest.mark.parametrize("page_id", nav.PAGES)
+def test_nothing_cut_off_on_a_projector(browser, base_url, page_id, lang, size):
+    """At projector sizes, with the sidebar open: metric values and labels, button and tab
+    labels, widget labels and chart titles are whole, and diagram text is at least 12 px."""
+    context = browser.new_context(viewport={"width": size[0], "height": size[1]})
+    page = context.new_page()
+    page.set_default_timeout(120_000)
+    try:
+        page.goto(harness.page_url(base_url, page_id, lang=lang))
+        harness.wait_until_drawn(page)
+        page.wait_for_timeout(300)
+        problems = page.evaluate(CUT_OFF)
+    finally:
+        context.close()
+    assert not problems, f"{page_id} ({lang}, {size[0]}x{size[1]}): " + "; ".join(problems)
