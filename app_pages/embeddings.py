@@ -8,13 +8,14 @@ import torch
 
 from lesson_model.analysis import embeddings as E
 from lesson_model.decoder import Decoder
-from ui import state, theme
+from ui import i18n, state, theme
 from ui.figures_embeddings import (ANALOGIES, GROUPS, MAPS, bar_figure, cosine_heatmap, map_figure,
                                    strip_figure)
 from ui.figures_tokens import url_text
 from ui.lesson import Lesson
 from ui.text import md_escape
-from ui.tokens import axis_labels, label, md_label, plot_label, position_label
+from ui.text import code_span
+from ui.tokens import axis_labels, label, md_label, plot_label, readable_texts
 
 CAP = 48          # prompt tokens used on this page (the similarity matrix stays readable)
 K_MIN, K_MAX, K_DEFAULT = 5, 30, 12
@@ -28,6 +29,12 @@ tokens = page.tokens(lm, cap=CAP)
 W_E = lm.decoder.W_E.detach()
 ids = [tok.id for tok in tokens]
 rows = W_E[ids].float().cpu()                     # [pos, d_model], the same as run.cache["hook_embed"][0]
+readable = readable_texts(tokens)                 # byte pieces read as their character (我¹, 我²)
+
+
+def md_at(i: int) -> str:
+    """Token i of the prompt for Markdown, as the character it belongs to."""
+    return code_span(label(readable[i]))
 
 
 def resolve(word: str) -> tuple[int | None, list[int]]:
@@ -67,7 +74,7 @@ st.subheader(page.t("row.title"), anchor=False)
 figure, controls = page.columns()
 with controls:
     pos = state.url_int("pos", page.t("row.pos"), 0, len(tokens) - 1, min(1, len(tokens) - 1), widget="select",
-                        format_func=lambda i: position_label(tokens, i), help=page.t("row.pos_help"))
+                        format_func=lambda i: f"{i}: {label(readable[i])}", help=page.t("row.pos_help"))
 token = tokens[pos]
 row = rows[pos]
 nearest = neighbours_of(lm.name, token.id, K_MAX, lm)[0]
@@ -75,18 +82,20 @@ cos_prompt = E.cosine_matrix(rows)                # [pos, pos]
 others = [i for i in range(len(tokens)) if ids[i] != token.id]
 far = min(others, key=lambda i: float(cos_prompt[pos, i])) if others else None
 strip_rows = [row, W_E[nearest.id].float().cpu()] + ([rows[far]] if far is not None else [])
-strip_labels = [page.t("row.label_token", token=plot_label(token)),
+strip_labels = [page.t("row.label_token", token=plot_label(readable[pos])),
                 page.t("row.label_nearest", token=plot_label(nearest.text), cos=f"{nearest.cosine:.2f}")]
 if far is not None:
-    strip_labels.append(page.t("row.label_far", token=plot_label(tokens[far]), cos=f"{float(cos_prompt[pos, far]):.2f}"))
+    strip_labels.append(page.t("row.label_far", token=plot_label(readable[far]), cos=f"{float(cos_prompt[pos, far]):.2f}"))
+strip_labels = [text.replace("\n", "<br>") for text in strip_labels]   # a remark goes under its token
 with controls:
     st.metric(page.t("row.id"), f"{token.id:,}")
-    st.metric(page.t("row.norm"), f"{float(row.norm()):.3f}", help=page.t("row.norm_help"))
+    st.metric(page.t("row.norm"), f"{float(row.norm()):.3f}", help=page.t("row.norm_help", d=cfg.d_model))
     st.markdown(page.t("row.range", lo=f"{float(row.min()):.3f}", hi=f"{float(row.max()):.3f}",
                        mean=f"{float(row.mean()):.4f}"))
 with figure:
     theme.plot(strip_figure(torch.stack(strip_rows), strip_labels, page.t("row.chart_title", d=cfg.d_model),
-                            page.t("row.x"), page.t("row.colorbar")), key="row_strip", height=150 + 70 * len(strip_rows))
+                            page.t("row.x"), page.t("row.colorbar")), key="row_strip", height=150 + 70 * len(strip_rows),
+               title_width=44)
     st.caption(page.t("row.caption", vocab=f"{cfg.vocab_size:,}", d=cfg.d_model,
                       params=f"{cfg.vocab_size * cfg.d_model:,}"))
 
@@ -107,12 +116,13 @@ if word.strip():
     else:
         query_id = found
 query_text = lm.token_text(query_id)
+query_label = readable[pos] if query_id == token.id else query_text   # the prompt's token reads as its character
 neighbours = neighbours_of(lm.name, query_id, K_MAX, lm)[:k]
 with figure:
     theme.plot(bar_figure(axis_labels([n.text for n in neighbours]), [n.cosine for n in neighbours],
-                          page.t("nb.chart_title", token=plot_label(query_text), k=k), page.t("nb.x"),
+                          page.t("nb.chart_title", token=plot_label(query_label), k=k), page.t("nb.x"),
                           ids=[n.id for n in neighbours], hover_id=page.t("nb.hover_id")),
-               key="neighbours_chart", height=140 + 30 * k)
+               key="neighbours_chart", height=140 + 30 * k, title_width=44)
     with st.expander(page.t("nb.table"), icon=":material/table:"):
         st.dataframe(pd.DataFrame({page.t("nb.col_rank"): range(1, len(neighbours) + 1),
                                    page.t("nb.col_token"): [label(n.text, 40) for n in neighbours],
@@ -166,7 +176,7 @@ else:
         theme.plot(bar_figure(axis_labels([n.text for n in analogy.top]), [n.cosine for n in analogy.top],
                               page.t("ana.chart_title", a=plot_label(name_a), b=plot_label(name_b), c=plot_label(name_c)),
                               page.t("nb.x"), highlight=highlight, ids=top_ids, hover_id=page.t("nb.hover_id")),
-                   key="analogy_chart", height=140 + 30 * ANALOGY_TOP)
+                   key="analogy_chart", height=140 + 30 * ANALOGY_TOP, title_width=44)
     with controls:
         if analogy.expected is not None:
             st.metric(page.t("ana.rank", token=md_escape(label(lm.token_text(analogy.expected)))), f"{analogy.expected_rank:,}",
@@ -209,20 +219,23 @@ with figure:
             n_c = len(GROUPS["countries"])
             pairs = [(i, n_c + i) for i in range(n_c)]
         got = projection.coords.shape[1]
-        axis_titles = [page.t("map.axis", n=i + 1, pct=f"{float(projection.explained[i]):.0%}") for i in range(got)]
+        axis_key = "map.axis_short" if dims == 3 else "map.axis"
+        axis_titles = [page.t(axis_key, n=i + 1, pct=f"{float(projection.explained[i]):.0%}") for i in range(got)]
         group_names = {g: page.t(f"map.group.{g}") for g in [*GROUPS, "prompt"]}
         coords = projection.coords if got >= 2 else torch.cat([projection.coords, torch.zeros(len(map_ids), 1)], 1)
         theme.plot(map_figure(coords, map_words, map_groups, group_names,
                               axis_titles + [page.t("map.axis_none")] * (3 - len(axis_titles)),
                               page.t("map.chart_title", n=len(map_ids)), pairs),
-                   key="map_chart", height=620 if dims == 3 else 560)
+                   key="map_chart", height=620 if dims == 3 else 560, title_width=44)
+        if dims == 3:
+            st.caption(page.t("map.caption_3d"))
 
 # --- 5. your prompt's tokens compared ---------------------------------------------------------------
 st.subheader(page.t("matrix.title"), anchor=False)
 labels = axis_labels(tokens)
 theme.plot(cosine_heatmap(cos_prompt, labels, labels, page.t("matrix.chart_title"), page.t("matrix.x"),
                           page.t("matrix.y"), page.t("matrix.colorbar"), show_values=len(tokens) <= 14),
-           key="prompt_cosines", height=max(380, 170 + 22 * len(tokens)))
+           key="prompt_cosines", height=max(380, 170 + 22 * len(tokens)), title_width=70)
 pairs_prompt = [(i, j) for i in range(len(tokens)) for j in range(i) if ids[i] != ids[j]]
 
 # --- 6. order does not exist yet ---------------------------------------------------------------------
@@ -249,8 +262,9 @@ if sent_a.strip() and sent_b.strip():
         if match.same_multiset:
             st.success(page.t("order.same", n=len(match.tokens_a)), icon=":material/check_circle:")
         else:
-            unmatched = [toks_b[j] for j, m in enumerate(match.match) if m is None]
-            st.warning(page.t("order.different", tokens=" ".join(md_label(t) for t in unmatched[:6])),
+            read_b = readable_texts(toks_b)
+            unmatched = [code_span(label(read_b[j])) for j, m in enumerate(match.match) if m is None]
+            st.warning(page.t("order.different", tokens=i18n.join_list(unmatched[:6])),
                        icon=":material/compare_arrows:")
         # Once attention has run, the "same" token is no longer the same vector.
         moved = [(j, m) for j, m in enumerate(match.match) if m is not None and m != j]
@@ -265,7 +279,7 @@ if sent_a.strip() and sent_b.strip():
                 va, vb = run_a.cache[name][0, i].float(), run_b.cache[name][0, j].float()
                 return float(va @ vb / (va.norm() * vb.norm()))
 
-            order_note = page.t("order.after", token=md_label(toks_b[j]), pa=i, pb=j, c0=f"{cos_at(names[0]):.3f}",
+            order_note = page.t("order.after", token=code_span(label(readable_texts(toks_b)[j])), pa=i, pb=j, c0=f"{cos_at(names[0]):.3f}",
                                 cl=f"{cos_at(names[1]):.3f}", layers=cfg.n_layers)
             st.markdown(order_note)
 
@@ -274,23 +288,24 @@ with st.expander(page.t("api.title"), icon=":material/help:"):
     page.prose("api")
 
 # --- what to notice ----------------------------------------------------------------------------------
-notes = [page.t("notice.row", token=md_label(token), d=cfg.d_model, norm=f"{float(row.norm()):.2f}", vocab=f"{cfg.vocab_size:,}",
+notes = [page.t("notice.row", token=md_at(pos), d=cfg.d_model, norm=f"{float(row.norm()):.2f}", vocab=f"{cfg.vocab_size:,}",
                 nearest=md_label(nearest.text), cos=f"{nearest.cosine:.3f}")]
 if variants:
-    notes.append(page.t("notice.variants", token=md_label(query_text), n=len(variants), k=k,
-                        examples=" ".join(md_label(v.text) for v in variants[:4])))
+    notes.append(page.t("notice.variants", token=md_label(query_label), n=len(variants), k=k,
+                        examples=i18n.join_list(md_label(v.text) for v in variants[:4])))
 else:
-    notes.append(page.t("notice.neighbours", token=md_label(query_text),
-                        examples=" ".join(md_label(v.text) for v in neighbours[:4])))
+    notes.append(page.t("notice.neighbours", token=md_label(query_label),
+                        examples=i18n.join_list(md_label(v.text) for v in neighbours[:4])))
 if analogy is not None:
     best = analogy.top[0]
     line = page.t("notice.analogy", a=md_label(lm.token_text(analogy.a)), b=md_label(lm.token_text(analogy.b)),
                   c=md_label(lm.token_text(analogy.c)), best=md_label(best.text), cos=f"{best.cosine:.3f}")
     if analogy.expected is not None:
-        line += " " + page.t("notice.analogy_rank", expected=md_label(lm.token_text(analogy.expected)),
-                             rank=f"{analogy.expected_rank:,}")
+        line = i18n.join_sentences([line, page.t("notice.analogy_rank", rank=f"{analogy.expected_rank:,}",
+                                                 expected=md_label(lm.token_text(analogy.expected)))])
     if analogy.top_with_inputs[0].id in (analogy.a, analogy.b, analogy.c):
-        line += " " + page.t("notice.analogy_inputs", token=md_label(analogy.top_with_inputs[0].text))
+        line = i18n.join_sentences([line, page.t("notice.analogy_inputs",
+                                                 token=md_label(analogy.top_with_inputs[0].text))])
     notes.append(line)
 if projection is not None and which == "capitals":
     n_c = len(GROUPS["countries"])
@@ -303,9 +318,11 @@ elif projection is not None:
 if pairs_prompt:
     hi = max(pairs_prompt, key=lambda p: float(cos_prompt[p]))
     lo = min(pairs_prompt, key=lambda p: float(cos_prompt[p]))
-    notes.append(page.t("notice.matrix", a=md_label(tokens[hi[0]]), b=md_label(tokens[hi[1]]),
-                        hi=f"{float(cos_prompt[hi]):.2f}", c=md_label(tokens[lo[0]]), d=md_label(tokens[lo[1]]),
-                        lo=f"{float(cos_prompt[lo]):.2f}"))
+    if len({(ids[i], ids[j]) if ids[i] < ids[j] else (ids[j], ids[i]) for i, j in pairs_prompt}) > 1:
+        notes.append(page.t("notice.matrix", a=md_at(hi[0]), b=md_at(hi[1]), hi=f"{float(cos_prompt[hi]):.2f}",
+                            c=md_at(lo[0]), d=md_at(lo[1]), lo=f"{float(cos_prompt[lo]):.2f}"))
+    else:   # only two different tokens: one pair
+        notes.append(page.t("notice.matrix_one", a=md_at(hi[0]), b=md_at(hi[1]), hi=f"{float(cos_prompt[hi]):.2f}"))
 repeats = len(ids) - len(set(ids))
 if repeats:
     notes.append(page.t("notice.repeats", n=repeats))
@@ -316,7 +333,7 @@ page.try_this()
 
 # --- the math ------------------------------------------------------------------------------------
 va, vb = row.double(), W_E[nearest.id].double().cpu()
-page.math(page.t("math_example", a=md_label(token), b=md_label(nearest.text), dot=f"{float(va @ vb):.3f}",
+page.math(page.t("math_example", a=md_at(pos), b=md_label(nearest.text), dot=f"{float(va @ vb):.3f}",
                  na=f"{float(va.norm()):.3f}", nb=f"{float(vb.norm()):.3f}",
                  cos=f"{float(va @ vb / (va.norm() * vb.norm())):.3f}", d=cfg.d_model,
                  first=", ".join(f"{v:.3f}" for v in row[:4].tolist()), id=f"{token.id:,}"))

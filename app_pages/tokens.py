@@ -8,7 +8,7 @@ import streamlit as st
 from lesson_model.analysis import tokenization as T
 from lesson_model.tokens import TokenizerView, bytes_as_text
 from ui import i18n, state, theme
-from ui.figures_tokens import (PARALLEL, chips_markdown, cost_figure, id_figure, length_histogram,
+from ui.figures_tokens import (PARALLEL, char_code, chips_markdown, cost_figure, id_figure, length_histogram,
                                letter_chips, split_lines, url_text)
 from ui.lesson import Lesson
 from ui.text import code_span, html_escape
@@ -17,6 +17,8 @@ from ui.tokens import label, md_label
 CAP = 512            # tokens of the prompt shown as chips
 COMPARE_MAX = 300    # characters of the second text
 SPLIT_SHOWN = 6      # split characters listed under the chips
+COMMON_RULES = 1000  # a merged piece among the first rules learned is "a very common string"
+INJECT_MAX = 200     # characters of the special-token experiment
 
 
 
@@ -44,19 +46,26 @@ with controls:
     st.metric(page.t("count.tokens"), f"{counts.tokens:,}")
     st.metric(page.t("count.cpt"), f"{counts.chars_per_token:.2f}", help=page.t("count.cpt_help"))
 with figure:
-    dropped = lm.tokenizer.dropped(text)
-    if dropped:   # bytes with no vocabulary entry: the model never sees these characters
-        st.warning(page.t("chips.dropped", n=len(dropped), chars=", ".join(
-            code_span(f"U+{ord(ch):04X}") for ch in dropped[:8])), icon=":material/visibility_off:")
+    dropped = lm.tokenizer.dropped_bytes(text)
+    if dropped:   # bytes with no vocabulary entry: the tokenizer drops exactly those bytes
+        items = []
+        for ch, missing in dropped[:8]:
+            kept = bytes(b for b in ch.encode("utf-8") if b not in missing)
+            remark = (page.t("chips.dropped_part", dropped=" ".join(f"{b:02X}" for b in missing),
+                             kept=" ".join(f"{b:02X}" for b in kept)) if kept else page.t("chips.dropped_whole"))
+            items.append(i18n.with_paren(char_code(ch), remark))
+        st.warning(page.t("chips.dropped", n=len(dropped), chars=i18n.join_list(items)),
+                   icon=":material/visibility_off:")
     with st.container(border=True, key="token_chips"):
         st.markdown(chips_markdown(tokens, show_ids=show_ids))
     st.caption(page.t("chips.legend"))
     if split:
         st.markdown(page.t("chips.split_intro", n=len(split)))
         st.markdown("\n".join("- " + line for line in
-                              split_lines(split, lambda **f: page.t("chips.split_line", **f), SPLIT_SHOWN)))
+                              split_lines(split, lambda **f: page.t("chips.split_line", **f), SPLIT_SHOWN,
+                                          lambda **f: page.t("chips.split_line_dropped", **f))))
     theme.plot(id_figure(tokens[:64], page.t("ids.title"), page.t("ids.x"), page.t("ids.y"), lm.cfg.vocab_size,
-                         page.t("ids.hover")), key="token_ids", height=360)
+                         page.t("ids.hover")), key="token_ids", height=360, title_width=44)
     st.caption(page.t("ids.caption", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
                       first=f"{facts.merged_range.first:,}" if facts.merged_range else "—"))
 
@@ -73,28 +82,28 @@ with st.expander(page.t("table.title"), icon=":material/table:"):
 # --- 2. the same sentence in English and Chinese ------------------------------------------------
 st.subheader(page.t("cost.title"), anchor=False)
 page.prose("cost")
-series = [i18n.LANGS["en"], i18n.LANGS["zh-Hant"], i18n.LANGS["zh-Hans"]]
+series = [page.t("cost.series_en"), page.t("cost.series_hant"), page.t("cost.series_hans")]
 parallel = [[T.text_counts(lm, s) for s in row] for row in PARALLEL]
-left, right = st.columns(2, gap="medium")
+theme.plot(cost_figure([(row[0], [c.tokens for c in cs]) for row, cs in zip(PARALLEL, parallel)], series,
+                       page.t("cost.chart_title"), page.t("cost.x"),
+                       [[page.t("cost.hover", text=html_escape(s), chars=c.chars) for s, c in zip(row, cs)]
+                        for row, cs in zip(PARALLEL, parallel)]),
+           key="cost_parallel", height=520, title_width=70)
+left, right = st.columns([2, 3], gap="medium")
 with left:
-    theme.plot(cost_figure([(row[0], [c.tokens for c in cs]) for row, cs in zip(PARALLEL, parallel)], series,
-                           page.t("cost.chart_title"), page.t("cost.x"),
-                           [[page.t("cost.hover", text=html_escape(s), chars=c.chars) for s, c in zip(row, cs)]
-                            for row, cs in zip(PARALLEL, parallel)]),
-               key="cost_parallel", height=460)
-with right:
     default_second = page.t("cost.second_default")
     second = url_text("compare", page.t("cost.second_label"), default_second, max_chars=COMPARE_MAX,
                       help=page.t("cost.second_help"))
     mine = [counts, T.text_counts(lm, second)]
+    if mine[1].tokens:
+        st.markdown(page.t("cost.mine_line", a=counts.tokens, b=mine[1].tokens,
+                           ca=f"{counts.chars_per_token:.2f}", cb=f"{mine[1].chars_per_token:.2f}"))
+with right:
     measures = [page.t("count.chars"), page.t("count.bytes"), page.t("count.tokens")]
     theme.plot(cost_figure([(page.t("cost.yours"), [mine[0].chars, mine[0].utf8_bytes, mine[0].tokens]),
                             (page.t("cost.second"), [mine[1].chars, mine[1].utf8_bytes, mine[1].tokens])],
                            measures, page.t("cost.mine_title"), page.t("cost.mine_x")),
-               key="cost_mine", height=300)
-    if mine[1].tokens:
-        st.markdown(page.t("cost.mine_line", a=counts.tokens, b=mine[1].tokens,
-                           ca=f"{counts.chars_per_token:.2f}", cb=f"{mine[1].chars_per_token:.2f}"))
+               key="cost_mine", height=320)
 
 # --- 3. strawberry ---------------------------------------------------------------------------
 st.subheader(page.t("letters.title"), anchor=False)
@@ -109,7 +118,7 @@ with figure:
         pieces = lm.tokenize(form)
         found = T.letter_counts(pieces, letter)
         st.markdown(page.t(f"letters.{kind}", form=md_label(form, 40), n=len(pieces),
-                           ids=", ".join(str(tok.id) for tok in pieces)))
+                           ids=i18n.join_list(str(tok.id) for tok in pieces)))
         st.markdown(letter_chips(pieces, [k for _, k in found]))
 true_count = word.lower().count(letter.lower())
 
@@ -126,7 +135,31 @@ with right:
     with st.container(border=True, key="chat_chips"):
         st.markdown(chips_markdown(chat_toks[:CAP], show_ids=show_ids))
 specials = [tok for tok in chat_toks if tok.special]
+typed = T.typed_special_tokens(lm, text)          # special tokens the learner's own text produced
 eos = sorted(lm.eos_token_ids)
+
+# Special tokens from ordinary text: what the tokenizer does with typed markers.
+st.markdown(page.t("chat.inject_title"))
+inject = url_text("inject", page.t("chat.inject_label"), page.t("chat.inject_default"), max_chars=INJECT_MAX,
+                  help=page.t("chat.inject_help"))
+inject_toks = lm.tokenize(inject) if inject else []
+inject_specials = [tok for tok in inject_toks if tok.special]
+left, right = st.columns(2, gap="medium")
+with left:
+    st.caption(page.t("chat.inject_default_reading"))
+    with st.container(border=True, key="inject_chips"):
+        st.markdown(chips_markdown(inject_toks[:CAP], show_ids=True) if inject_toks else "—")
+with right:
+    st.caption(page.t("chat.inject_literal_reading"))
+    literal = T.literal_tokens(lm, inject) if inject else []
+    with st.container(border=True, key="literal_chips"):
+        st.markdown(chips_markdown(literal[:CAP], show_ids=True) if literal else "—")
+if inject_specials:
+    st.markdown(page.t("chat.inject_found", n=len(inject_specials),
+                       tokens=i18n.join_list(i18n.with_paren(code_span(tok.text), tok.id) for tok in inject_specials),
+                       m=len(literal)))
+else:
+    st.markdown(page.t("chat.inject_none", example=code_span(lm.token_text(eos[0]) if eos else "<|im_end|>")))
 
 # --- 5. the vocabulary ---------------------------------------------------------------------------
 st.subheader(page.t("vocab.title"), anchor=False)
@@ -142,36 +175,37 @@ st.markdown(page.t("vocab.ranges", special=id_range(facts.special_range), bytes=
 if facts.missing_bytes:
     st.caption(page.t("vocab.missing", n=len(facts.missing_bytes),
                       bytes=", ".join(f"{b:02X}" for b in facts.missing_bytes)))
-left, right = st.columns([3, 2], gap="medium")
-with left:
-    theme.plot(length_histogram(facts.length_counts, page.t("vocab.hist_title"), page.t("vocab.hist_x"),
-                                page.t("vocab.hist_y")),
-               key="vocab_lengths", height=360)
-with right:
-    tab_words, tab_longest, tab_merges, tab_special = st.tabs(
-        [page.t("vocab.tab_words"), page.t("vocab.tab_longest"), page.t("vocab.tab_merges"), page.t("vocab.tab_special")])
-    col_id, col_piece, col_bytes = page.t("table.id"), page.t("table.piece"), page.t("vocab.col_bytes")
-    tab_words.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest_words],
-                                      col_piece: [label(s, 40) for _, s, _ in facts.longest_words],
-                                      col_bytes: [n for _, _, n in facts.longest_words]}), hide_index=True, width="stretch")
-    tab_longest.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest],
-                                        col_piece: [label(s, 40) for _, s, _ in facts.longest],
-                                        col_bytes: [n for _, _, n in facts.longest]}), hide_index=True, width="stretch")
-    first_id = facts.merged_range.first if facts.merged_range else 0
-    tab_merges.dataframe(pd.DataFrame({page.t("vocab.col_rank"): range(len(facts.first_merges)),
-                                       page.t("vocab.col_pair"): [f"{label(a)} + {label(b)}" for a, b in facts.first_merges],
-                                       col_id: [first_id + r for r in range(len(facts.first_merges))]}),
-                         hide_index=True, width="stretch")
-    tab_special.dataframe(pd.DataFrame({col_id: [i for i, _ in facts.special], col_piece: [s for _, s in facts.special]}),
-                          hide_index=True, width="stretch")
+theme.plot(length_histogram(facts.length_counts, page.t("vocab.hist_title"), page.t("vocab.hist_x"),
+                            page.t("vocab.hist_y")),
+           key="vocab_lengths", height=340, title_width=70)
+tab_words, tab_longest, tab_merges, tab_special = st.tabs(
+    [page.t("vocab.tab_words"), page.t("vocab.tab_longest"), page.t("vocab.tab_merges"), page.t("vocab.tab_special")])
+col_id, col_piece, col_bytes = page.t("table.id"), page.t("table.piece"), page.t("vocab.col_bytes")
+tab_words.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest_words],
+                                  col_piece: [label(s, 40) for _, s, _ in facts.longest_words],
+                                  col_bytes: [n for _, _, n in facts.longest_words]}), hide_index=True, width="stretch")
+tab_longest.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest],
+                                    col_piece: [label(s, 40) for _, s, _ in facts.longest],
+                                    col_bytes: [n for _, _, n in facts.longest]}), hide_index=True, width="stretch")
+first_id = facts.merged_range.first if facts.merged_range else 0
+tab_merges.dataframe(pd.DataFrame({page.t("vocab.col_rank"): range(len(facts.first_merges)),
+                                   page.t("vocab.col_pair"): [f"{label(a)} + {label(b)}" for a, b in facts.first_merges],
+                                   col_id: [first_id + r for r in range(len(facts.first_merges))]}),
+                     hide_index=True, width="stretch")
+tab_special.dataframe(pd.DataFrame({col_id: [i for i, _ in facts.special], col_piece: [s for _, s in facts.special]}),
+                      hide_index=True, width="stretch")
 
 # --- what to notice ---------------------------------------------------------------------------
 notes = [page.t("notice.counts", chars=f"{counts.chars:,}", bytes=f"{counts.utf8_bytes:,}",
                 tokens=f"{counts.tokens:,}", cpt=f"{counts.chars_per_token:.2f}")]
 if split:
-    g = split[0]
-    notes.append(page.t("notice.split", n=len(split), char=code_span(label(g.text, 8)),
-                        pieces=" + ".join(code_span(tok.text) for tok in g.tokens)))
+    g = next((g for g in split if not g.dropped), split[0])
+    pieces = " + ".join(code_span(tok.text) for tok in g.tokens)
+    if g.dropped:   # the only examples lost a byte the vocabulary cannot hold
+        notes.append(page.t("notice.split_dropped", n=len(split), char=char_code(g.text), pieces=pieces,
+                            dropped=" ".join(f"{b:02X}" for b in g.dropped)))
+    else:
+        notes.append(page.t("notice.split", n=len(split), char=code_span(label(g.text, 8)), pieces=pieces))
 else:
     notes.append(page.t("notice.no_split"))
 ordinary = [tok for tok in tokens if not tok.special]
@@ -183,19 +217,24 @@ merged = [tok for tok in ordinary if facts.merged_range and tok.id >= facts.merg
 if len({tok.id for tok in merged}) > 1:
     low, high = min(merged, key=lambda tok: tok.id), max(merged, key=lambda tok: tok.id)
     first = facts.merged_range.first
-    notes.append(page.t("notice.ids", low=md_label(low), low_id=f"{low.id:,}", high=md_label(high), high_id=f"{high.id:,}",
-                        low_rank=f"{low.id - first:,}", high_rank=f"{high.id - first:,}"))
+    low_rank = low.id - first
+    notes.append(page.t("notice.ids_common" if low_rank < COMMON_RULES else "notice.ids", low=md_label(low),
+                        low_id=f"{low.id:,}", high=md_label(high), high_id=f"{high.id:,}", low_rank=f"{low_rank:,}",
+                        high_rank=f"{high.id - first:,}", merges=f"{facts.n_merges:,}", limit=f"{COMMON_RULES:,}"))
 digits = [tok for tok in tokens if tok.text.strip().isdigit()]
 if digits:
     notes.append(page.t("notice.digits", n=len(digits)))
 en_total = sum(cs[0].tokens for cs in parallel)
 hant_total, hans_total = sum(cs[1].tokens for cs in parallel), sum(cs[2].tokens for cs in parallel)
-notes.append(page.t("notice.cost", en=en_total, hant=hant_total, hans=hans_total,
-                    ratio=f"{hant_total / en_total:.1f}", n=len(PARALLEL)))
+notes.append(page.t("notice.cost", en=en_total, hant=hant_total, hans=hans_total, n=len(PARALLEL),
+                    ratio_hant=f"{hant_total / en_total:.1f}", ratio_hans=f"{hans_total / en_total:.1f}"))
 notes.append(page.t("notice.letters", word=md_label(word, 30), letter=code_span(letter), count=true_count,
                     pieces=" ".join(md_label(tok, 30) for tok in lm.tokenize(" " + word))))
-notes.append(page.t("notice.chat", n=len(tokens), m=len(chat_toks), specials=len(specials),
-                    eos=", ".join(code_span(lm.token_text(i)) for i in eos) or "—"))
+notes.append(page.t("notice.chat", n=f"{counts.tokens:,}", m=f"{len(chat_toks):,}", added=len(specials) - len(typed),
+                    eos=i18n.join_list(code_span(lm.token_text(i)) for i in eos) or "—"))
+if typed:
+    notes.append(page.t("notice.chat_typed", n=len(typed),
+                        tokens=i18n.join_list(i18n.with_paren(code_span(tok.text), tok.id) for tok in typed[:6])))
 page.notice(notes)
 page.try_this()
 
@@ -211,4 +250,4 @@ if len(steps) > 1:
 example += "\n\n" + page.t("math_vocab", special=len(facts.special), bytes=facts.n_single_bytes,
                            merges=f"{facts.n_merges:,}", size=f"{facts.size:,}")
 page.math(example)
-page.code(T.bpe_merge_steps, TokenizerView.token_bytes, bytes_as_text, T.character_groups)
+page.code(T.bpe_merge_steps, TokenizerView.token_bytes, bytes_as_text, T.character_groups, T.literal_tokens)

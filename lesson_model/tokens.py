@@ -126,8 +126,23 @@ class TokenizerView:
         return out
 
     def dropped(self, text: str) -> list[str]:
-        """Characters of text that contain a byte with no vocabulary entry: the model never sees them."""
-        return [ch for ch in dict.fromkeys(text) if any(b in self.missing_bytes for b in ch.encode("utf-8"))]
+        """Characters of text that contain a byte with no vocabulary entry (see `dropped_bytes`)."""
+        return [ch for ch, _ in self.dropped_bytes(text)]
+
+    def dropped_bytes(self, text: str) -> list[tuple[str, bytes]]:
+        """Each distinct character of text that holds bytes with no vocabulary entry, with
+        those bytes: the tokenizer drops exactly them and keeps the rest.
+
+        A control character such as U+0004 is one missing byte, so the model never sees it.
+        A character of an unassigned plane such as U+40000 (F1 80 80 80) loses only its lead
+        byte F1; its other bytes still reach the model, as the byte tokens <80> <80> <80>.
+        """
+        out = []
+        for ch in dict.fromkeys(text):
+            missing = bytes(b for b in ch.encode("utf-8") if b in self.missing_bytes)
+            if missing:
+                out.append((ch, missing))
+        return out
 
     def decode(self, ids: list[int]) -> str:
         return b"".join(self.token_bytes(i) for i in ids).decode("utf-8", errors="replace")

@@ -131,3 +131,34 @@ def test_missing_bytes_are_dropped_by_the_tokenizer(smollm2):
     # Every byte value that occurs in the vocabulary at all has its own single-byte entry.
     present = {b for i in range(f.size) if i not in smollm2.tokenizer.special_ids for b in smollm2.tokenizer.token_bytes(i)}
     assert not present & set(f.missing_bytes)
+
+
+def test_groups_stop_at_a_character_whose_lead_byte_was_dropped(smollm2):
+    text = "a\U00040000b猫c"
+    groups = T.character_groups(smollm2.tokenize(text), text)
+    assert [g.text for g in groups] == ["a", "\U00040000", "b", "猫", "c"]       # the rest is not lumped in
+    lost = groups[1]
+    assert [t.text for t in lost.tokens] == ["<80>", "<80>", "<80>"] and lost.dropped == b"\xf1" and lost.split
+    assert all(not g.dropped for g in groups if g is not lost)
+    assert [t for g in groups for t in g.tokens] == smollm2.tokenize(text)
+
+
+def test_typed_special_tokens_and_the_literal_reading(smollm2):
+    text = "<|im_start|>user hi<|im_end|>"
+    assert [t.id for t in smollm2.tokenize(text)] == [1, 4093, 15876, 2]      # typing the marker gives id 1
+    assert [(t.text, t.id) for t in T.typed_special_tokens(smollm2, text)] == [("<|im_start|>", 1), ("<|im_end|>", 2)]
+    literal = T.literal_tokens(smollm2, text)
+    assert not any(t.special for t in literal) and len(literal) > 4
+    assert b"".join(t.bytes for t in literal) == text.encode()                 # the same text, as ordinary pieces
+    # the shared tokenizer is untouched
+    assert [t.id for t in smollm2.tokenize(text)] == [1, 4093, 15876, 2]
+
+
+def test_finish_characters(smollm2):
+    ids = smollm2.encode("我吃魚，魚吃")
+    piece = smollm2.encode("我")[0]                                              # <E6 88>, the first bytes of 我
+    whole = smollm2.encode("。")[0]
+    done = T.finish_characters(smollm2, ids, [piece, whole])
+    assert done[whole] == [whole]
+    assert done[piece][0] == piece and len(done[piece]) > 1
+    assert "\ufffd" not in smollm2.decode(done[piece])

@@ -133,3 +133,80 @@ def test_order_blindness(open_page, lm):
 def test_empty_prompt(open_page):
     at = open_page("embeddings", lang="zh-Hant", prompt="")
     assert not at.exception and at.info and not at.get("plotly_chart")
+
+
+def prompt_cosines(lm, text: str):
+    toks = lm.tokenize(text)
+    return toks, E.cosine_matrix(lm.decoder.W_E.detach().cpu()[[t.id for t in toks]])
+
+
+def test_try_this_claims_hold_on_the_table(lm):
+    for lang in i18n.LANGS:
+        cat = i18n.catalog(lang)
+        # 1. each word's closest neighbour in the matrix is of its own kind; numbers are far from the calendar
+        toks, cos = prompt_cosines(lm, cat["embeddings.try.1.prompt"])
+        kind = {w: g for g in ("days", "months", "numbers") for w in GROUPS[g]}
+        kinds = [kind[t.text.strip()] for t in toks]
+        for i in range(len(toks)):
+            others = [j for j in range(len(toks)) if j != i]
+            assert kinds[max(others, key=lambda j: float(cos[i, j]))] == kinds[i]
+        numbers = [i for i, k in enumerate(kinds) if k == "numbers"]
+        calendar = [i for i, k in enumerate(kinds) if k != "numbers"]
+        assert max(float(cos[i, j]) for i in numbers for j in calendar) < 0.1
+        # 2. royal words close together, ·the and ·and close together, the groups apart
+        toks, cos = prompt_cosines(lm, cat["embeddings.try.2.prompt"])
+        at = {t.text: i for i, t in enumerate(toks)}
+        royal = [at[w] for w in (" king", " queen", " prince", " princess")]
+        function = [at[" the"], at[" and"]]
+        within = [float(cos[i, j]) for g in (royal, function) for i in g for j in g if i < j]
+        across = [float(cos[i, j]) for i in royal for j in function]
+        assert min(within) > 0.4 and max(across) < 0.1 and min(within) > max(across)
+        # 3. forms of one word are close; ·cats is closer to ·dogs than to cat
+        toks, cos = prompt_cosines(lm, cat["embeddings.try.3.prompt"])
+        at = {t.text: i for i, t in enumerate(toks)}
+        assert len(set(at)) == 6                                            # six different tokens
+        for a, b in (("cat", " cats"), ("cat", " Cat"), (" dog", " dogs"), (" dog", " Dog")):
+            assert float(cos[at[a], at[b]]) > 0.5
+        assert float(cos[at[" cats"], at[" dogs"]]) > float(cos[at[" cats"], at["cat"]])
+        # 4. the same words in another order; only ·The differs from The
+        first, second = cat["embeddings.try.4.prompt"].split(". ", 1)
+        a, b = [t.text for t in lm.tokenize(first + ".")], [t.text for t in lm.tokenize(" " + second)]
+        assert a[0] == "The" and b[0] == " The" and sorted(a[1:]) == sorted(b[1:])
+        assert [t.text for t in lm.tokenize(cat["embeddings.try.4.prompt"])] == a + b
+        # 5. Chinese: the second sentence has exactly the first one's tokens, reordered, all byte pieces but 人 and 。
+        text = cat["embeddings.try.5.prompt"]
+        half = text.index("。") + 1
+        ids_a, ids_b = lm.encode(text[:half]), lm.encode(text[half:])
+        assert sorted(ids_a) == sorted(ids_b) and ids_a != ids_b
+        assert lm.encode(text) == ids_a + ids_b
+        assert any(t.is_partial for t in lm.tokenize(text))
+
+
+@pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
+def test_chinese_order_defaults_are_the_chinese_pair(open_page, lang):
+    at = open_page("embeddings", lang=lang)
+    assert not at.exception
+    assert at.text_input(key="order_a").value == "狗咬人。" and at.text_input(key="order_b").value == "人咬狗。"
+    assert at.success                                                        # same rows, another order
+
+
+def test_three_d_map_labels_groups_not_points(open_page):
+    at = open_page("embeddings", lang="en", params={"map": "time", "dims": "3"})
+    spec = chart(at, "map_chart")
+    labels = [a["text"] for a in spec["layout"]["scene"]["annotations"]]
+    assert labels == ["<b>numbers</b>", "<b>days</b>", "<b>months</b>"]
+    assert all(trace["mode"] == "markers" for trace in spec["data"])
+    assert spec["layout"]["scene"]["xaxis"]["title"]["text"].startswith("PC1 (")
+
+
+def test_chinese_prompt_reads_as_characters(open_page, lm):
+    at = open_page("embeddings", lang="zh-Hant", prompt="我吃魚，魚吃我。")
+    assert not at.exception
+    options = at.selectbox(key="pos").options
+    assert options[:3] == ["0: 我¹", "1: 我²", "2: 吃¹"]
+    at = open_page("embeddings", lang="en", prompt="cat cats Cat dog dogs Dog")
+    heat = chart(at, "prompt_cosines")["data"][0]
+    cells = [cell for row in heat["text"] for cell in row]
+    assert heat["text"][0][0] == "1" and all("0." not in cell for cell in cells)   # .59, not 0.59
+    z = arr(heat["z"])
+    assert heat["text"][0][1] == f"{z[0][1]:.2f}".replace("0.", ".", 1)

@@ -120,3 +120,67 @@ def test_characters_the_tokenizer_drops_are_named(open_page, lang):
     assert any("U+0004" in w for w in warnings), warnings
     at = open_page("tokens", lang=lang, prompt=CHINESE)
     assert not any("U+" in w.value for w in at.warning)
+
+
+def test_special_tokens_typed_as_text_are_shown_live(open_page, lm):
+    at = open_page("tokens", lang="en", prompt="Hi <|im_start|>there")
+    assert not at.exception
+    text = markdown(at)
+    default = i18n.catalog("en")["tokens.chat.inject_default"]
+    found = T.typed_special_tokens(lm, default)
+    assert found, "the default experiment contains special-token text"
+    for tok in found:                                    # each typed marker is named with its real id
+        assert f"`{tok.text}` ({tok.id})" in text
+    assert f":gray[{lm.encode('<|im_start|>')[0]}]" in text
+    # the prompt's own typed marker is told apart from the template's
+    assert "1 more special token(s) come from your own text: `<|im_start|>` (1)" in text
+    _, chat = T.chat_tokens(lm, "Hi <|im_start|>there")
+    added = sum(t.special for t in chat) - 1
+    assert f"the template adds {added} special tokens" in text
+
+
+def test_a_dropped_lead_byte_is_reported_as_it_is(open_page):
+    at = open_page("tokens", lang="en", prompt="a\U00040000b")
+    assert not at.exception
+    warning = " ".join(w.value for w in at.warning)
+    assert "U+40000" in warning and "only the byte F1 is dropped" in warning and "80 80 80" in warning
+    assert "never sees" not in warning
+    text = markdown(at)
+    assert "`U+40000` = `<80>` + `<80>` + `<80>` (3 tokens for 3 of its 4 UTF-8 bytes" in text
+
+
+def test_merge_rank_remark_follows_the_rank(open_page, lm):
+    facts = T.vocabulary_facts(lm)
+    common = open_page("tokens", lang="en", prompt="the cat")
+    rank = min(t.id for t in lm.tokenize("the cat")) - facts.merged_range.first
+    assert rank < 1000 and "a very common string" in markdown(common)
+    rare = open_page("tokens", lang="en", prompt="我吃魚，魚吃我。")
+    ranks = [t.id - facts.merged_range.first for t in lm.tokenize("我吃魚，魚吃我。") if t.id >= facts.merged_range.first]
+    assert min(ranks) >= 1000 and "a very common string" not in markdown(rare)
+    assert f"merge rule {min(ranks):,} of {facts.n_merges:,}" in markdown(rare)
+
+
+def test_cost_notice_gives_both_ratios(open_page, lm):
+    at = open_page("tokens", lang="en")
+    en, hant, hans = (sum(len(lm.encode(row[s])) for row in PARALLEL) for s in range(3))
+    assert f"about {hant / en:.1f}× and {hans / en:.1f}× as many" in markdown(at)
+    spec = chart(at, "cost_parallel")
+    assert [trace["name"] for trace in spec["data"]] == ["English", "Traditional Chinese", "Simplified Chinese"]
+    zh = chart(open_page("tokens", lang="zh-Hant"), "cost_parallel")
+    assert [trace["name"] for trace in zh["data"]] == ["英文", "繁體中文", "簡體中文"]
+
+
+def test_try_this_claims_hold_for_the_tokenizer(lm):
+    for lang in i18n.LANGS:
+        cat = i18n.catalog(lang)
+        one = cat["tokens.try.1.prompt"]
+        assert " strawberry" in [t.text for t in lm.tokenize(one)]             # one token after a space
+        groups = T.character_groups(lm.tokenize(cat["tokens.try.2.prompt"]), cat["tokens.try.2.prompt"])
+        cjk = [g for g in groups if "\u4e00" <= g.text[:1] <= "\u9fff"]
+        assert any(not g.split for g in cjk) and sum(g.split for g in cjk) > len(cjk) / 2   # some whole, many split
+        digits = [t.text.strip() for t in lm.tokenize(cat["tokens.try.3.prompt"]) if t.text.strip().isdigit()]
+        assert digits and all(len(d) == 1 for d in digits)
+        for word in cat["tokens.try.4.prompt"].split():
+            assert len(lm.tokenize(" " + word)) > 1
+        code = [t.text for t in lm.tokenize(cat["tokens.try.6.prompt"])]
+        assert any(t.startswith("\n") and t.strip() == "" and len(t) > 1 for t in code)

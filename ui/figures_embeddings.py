@@ -11,6 +11,7 @@ import torch
 
 from ui import theme
 from ui.tokens import label as label_text
+from ui.text import html_escape
 from ui.tokens import plot_label
 
 # Word groups for the map: every word, with a leading space, is one token of SmolLM2's
@@ -82,22 +83,30 @@ def bar_figure(labels: Sequence[str], values: Sequence[float], title: str, x_tit
 
 def map_figure(coords: torch.Tensor, words: Sequence[str], groups: Sequence[str], group_names: dict[str, str],
                axis_titles: Sequence[str], title: str, pairs: Sequence[tuple[int, int]] = ()) -> go.Figure:
-    """Labelled points coloured by group (2-D or 3-D), with optional lines between pairs."""
+    """Labelled points coloured by group (2-D or 3-D), with optional lines between pairs.
+
+    In 2-D every point carries its word, placed so that labels do not overlap. In 3-D the
+    words would pile up whichever way the map is turned, so each group gets one label at
+    its centre and the words are in the hover text."""
     three = coords.shape[1] >= 3
     shown = [plot_label(w, 14) for w in words]
     offsets = [] if three else place_labels(coords[:, :2], [label_text(w) for w in words])
     fig = go.Figure()
     order = list(dict.fromkeys(groups))
+    centres = []
     for g_index, g in enumerate(order):
         idx = [i for i, gg in enumerate(groups) if gg == g]
         pts = coords[idx]
-        common = dict(mode="markers+text" if three else "markers", name=group_names.get(g, g),
-                      text=[shown[i] for i in idx], textposition="top center", textfont=dict(size=theme.FONT_SIZE - 2), hovertemplate="%{text}<extra>" + group_names.get(g, g) + "</extra>",
-                      marker=dict(size=9 if not three else 5, color=theme.OKABE_ITO[g_index % len(theme.OKABE_ITO)],
+        colour = theme.OKABE_ITO[g_index % len(theme.OKABE_ITO)]
+        name = html_escape(group_names.get(g, g))
+        common = dict(mode="markers", name=name, text=[shown[i] for i in idx],
+                      hovertemplate="%{text}<extra>" + name + "</extra>",
+                      marker=dict(size=9 if not three else 5, color=colour,
                                   symbol=["circle", "square", "diamond", "triangle-up", "x", "cross", "star"][g_index % 7]
                                   if not three else "circle"))
         if three:
             fig.add_scatter3d(x=pts[:, 0].tolist(), y=pts[:, 1].tolist(), z=pts[:, 2].tolist(), **common)
+            centres.append((pts[:, :3].mean(dim=0).tolist(), name, colour))
         else:
             fig.add_scatter(x=pts[:, 0].tolist(), y=pts[:, 1].tolist(), **common)
     for a, b in pairs:
@@ -108,15 +117,25 @@ def map_figure(coords: torch.Tensor, words: Sequence[str], groups: Sequence[str]
         else:
             fig.add_scatter(x=[float(coords[a, 0]), float(coords[b, 0])], y=[float(coords[a, 1]), float(coords[b, 1])],
                             **line)
+    annotations = []
     for i, (dx, dy) in enumerate(offsets):
         far = (dx * dx + dy * dy) ** 0.5 > 20
-        fig.add_annotation(x=float(coords[i, 0]), y=float(coords[i, 1]), text=shown[i], ax=dx, ay=dy,
-                           showarrow=far, arrowhead=0, arrowwidth=1, arrowcolor="#9ca3af", standoff=4,
-                           font=dict(size=theme.FONT_SIZE - 3, color="#1f2937"),
-                           xshift=0 if far else dx, yshift=0 if far else -dy)
-    fig.update_layout(title=title, legend=dict(itemsizing="constant"))
+        annotations.append(dict(x=float(coords[i, 0]), y=float(coords[i, 1]), text=shown[i], ax=dx, ay=dy,
+                                showarrow=far, arrowhead=0, arrowwidth=1, arrowcolor="#9ca3af", standoff=4,
+                                font=dict(size=theme.FONT_SIZE - 3, color="#1f2937"),
+                                xshift=0 if far else dx, yshift=0 if far else -dy))
+    fig.update_layout(title=title, legend=dict(itemsizing="constant"), annotations=annotations)
     if three:
-        fig.update_layout(scene=dict(xaxis_title=axis_titles[0], yaxis_title=axis_titles[1], zaxis_title=axis_titles[2]))
+        scene_labels = [dict(x=c[0], y=c[1], z=c[2], text=f"<b>{name}</b>", showarrow=True, ax=0, ay=-44,
+                             arrowhead=0, arrowwidth=1.5, arrowcolor=colour, font=dict(size=theme.FONT_SIZE, color=colour))
+                        for c, name, colour in centres]
+        def axis(text: str) -> dict:
+            return dict(title=dict(text=text, font=dict(size=theme.FONT_SIZE - 2)), tickfont=dict(size=theme.FONT_SIZE - 5))
+
+        fig.update_layout(scene=dict(xaxis=axis(axis_titles[0]), yaxis=axis(axis_titles[1]), zaxis=axis(axis_titles[2]),
+                                     annotations=scene_labels, aspectmode="cube",
+                                     camera=dict(eye=dict(x=1.55, y=1.55, z=1.05))),
+                          margin=dict(l=0, r=0, b=0))
     else:
         fig.update_xaxes(title=axis_titles[0], zeroline=False)
         fig.update_yaxes(title=axis_titles[1], zeroline=False, scaleanchor="x", scaleratio=1)
@@ -173,6 +192,17 @@ def place_labels(xy: torch.Tensor, texts: Sequence[str], plot_px: float = 480.0,
     return offsets
 
 
+def cell_text(v: float) -> str:
+    """A cosine for a heatmap cell, as statistics tables write correlations: without the
+    leading zero (.55, −.12, 1), so a cell stays narrow enough for a phone."""
+    text = f"{v:.2f}"
+    if text in ("1.00", "-1.00"):
+        return text[:-3]
+    if text in ("-0.00", "0.00"):
+        return "0"
+    return text.replace("-0.", "−.").replace("0.", ".", 1)
+
+
 def cosine_heatmap(matrix: torch.Tensor, x_labels: Sequence[str], y_labels: Sequence[str], title: str,
                    x_title: str, y_title: str, colorbar_title: str, show_values: bool = False) -> go.Figure:
     """A cosine-similarity matrix (-1..1, diverging, 0 white), token labels on both axes."""
@@ -181,8 +211,8 @@ def cosine_heatmap(matrix: torch.Tensor, x_labels: Sequence[str], y_labels: Sequ
                       colorbar=dict(title=dict(text=colorbar_title, side="right"), thickness=14),
                       hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>")
     if show_values:
-        heat.update(text=[[f"{v:.2f}" for v in row] for row in z], texttemplate="%{text}",
-                    textfont=dict(size=theme.FONT_SIZE - 3))
+        heat.update(text=[[cell_text(v) for v in row] for row in z], texttemplate="%{text}",
+                    textfont=dict(size=theme.FONT_SIZE - 4))
     fig = go.Figure(heat)
     fig.update_layout(title=title)
     fig.update_xaxes(title=x_title, type="category", tickangle=-45 if len(x_labels) > 8 else 0)

@@ -59,14 +59,28 @@ def chips_markdown(tokens: Sequence, show_ids: bool = False, start: int = 0) -> 
     return "".join(parts).rstrip()
 
 
-def split_lines(groups: Sequence[CharacterGroup], template: Callable[..., str], limit: int = 12) -> list[str]:
-    """Markdown lines "猫 = <E7> + <8C> + <AB>" for characters spread over byte tokens."""
+def split_lines(groups: Sequence[CharacterGroup], template: Callable[..., str], limit: int = 12,
+                dropped_template: Callable[..., str] | None = None) -> list[str]:
+    """Markdown lines "猫 = <E7> + <8C> + <AB>" for characters spread over byte tokens.
+
+    A group whose character lost bytes the vocabulary cannot hold (the lead byte F1 of
+    U+40000) uses ``dropped_template``, with the character written as its code point."""
     lines = []
     for g in groups[:limit]:
         pieces = " + ".join(code_span(tok.text) for tok in g.tokens)
-        lines.append(template(char=code_span(label(g.text, 8)), pieces=pieces,
-                              n=len(g.tokens), bytes=len(g.text.encode("utf-8"))))
+        n_bytes = len(g.text.encode("utf-8"))
+        if g.dropped and dropped_template is not None:
+            lines.append(dropped_template(char=char_code(g.text), pieces=pieces, n=len(g.tokens), bytes=n_bytes,
+                                          kept=n_bytes - len(g.dropped),
+                                          dropped=" ".join(f"{b:02X}" for b in g.dropped)))
+        else:
+            lines.append(template(char=code_span(label(g.text, 8)), pieces=pieces, n=len(g.tokens), bytes=n_bytes))
     return lines
+
+
+def char_code(text: str) -> str:
+    """Characters as their code points, "U+40000" (for characters a font cannot show)."""
+    return " ".join(code_span(f"U+{ord(ch):04X}") for ch in text)
 
 
 def letter_chips(tokens: Sequence, counts: Sequence[int]) -> str:
@@ -86,7 +100,7 @@ def cost_figure(rows: Sequence[tuple[str, Sequence[int]]], series: Sequence[str]
     rows: (row label, value per series); hover: optional extra hover text per row per series.
     """
     fig = go.Figure()
-    labels = [html_escape(shorten(r[0], 24)) for r in rows]
+    labels = [html_escape(shorten(r[0], 40)) for r in rows]
     for s, name in enumerate(series):
         values = [r[1][s] for r in rows]
         extra = [h[s] for h in hover] if hover is not None else [""] * len(rows)
@@ -96,7 +110,9 @@ def cost_figure(rows: Sequence[tuple[str, Sequence[int]]], series: Sequence[str]
             customdata=extra, hovertemplate="%{y}<br>%{x:,} %{customdata}<extra>" + html_label(name) + "</extra>",
         )
     fig.update_layout(barmode="group", title=title, bargap=0.25, bargroupgap=0.05,
-                      legend=dict(traceorder="normal"))
+                      legend=dict(traceorder="normal", orientation="h", yanchor="bottom", y=1.0, x=0,
+                                  xanchor="left"),
+                      margin=dict(l=10, r=10, t=100, b=10))
     fig.update_yaxes(autorange="reversed", type="category")
     top = max((max(r[1]) for r in rows), default=1)
     fig.update_xaxes(title=x_title, range=[0, top * 1.15 + 1])
@@ -127,7 +143,7 @@ def id_figure(tokens: Sequence, title: str, x_title: str, y_title: str, vocab_si
     """The id of each prompt token (log axis): low ids are the merges learned first."""
     from ui.tokens import axis_labels
     labels = axis_labels(tokens, 12)
-    ids = [max(tok.id, 1) for tok in tokens]
+    ids = [max(tok.id, 1.6) for tok in tokens]     # so that ids 0 and 1 still show a bar on the log axis
     colours = [theme.OKABE_ITO[5] if tok.special else theme.OKABE_ITO[7] if tok.is_partial else theme.OKABE_ITO[0]
                for tok in tokens]
     fig = go.Figure(go.Bar(x=labels, y=ids, marker_color=colours, customdata=[tok.id for tok in tokens],

@@ -118,7 +118,7 @@ def big_number(n: float, digits: int = 3, lang: str | None = None) -> str:
         if abs(value) >= size:
             scaled = value / size
             decimals = max(0, digits - len(str(int(abs(scaled)))))
-            text = f"{scaled:.{decimals}f}"
+            text = f"{scaled:,.{decimals}f}"
             if "." in text:
                 text = text.rstrip("0").rstrip(".")
             return f"{text} {unit}"

@@ -17,6 +17,8 @@ from collections import Counter
 from dataclasses import dataclass
 from dataclasses import replace
 
+import torch
+
 from lesson_model.tokens import Token, byte_decoder, bytes_as_text
 
 
@@ -59,6 +61,7 @@ class CharacterGroup:
     text: str           # the characters of the input these tokens spell
     start: int          # character span in the input
     end: int
+    dropped: bytes = b""   # bytes of these characters that no token carries (no vocabulary entry)
 
     @property
     def split(self) -> bool:
@@ -66,36 +69,58 @@ class CharacterGroup:
         return len(self.tokens) > 1
 
 
+def _not_carried(chars: bytes, carried: bytes) -> bytes:
+    """The bytes of ``chars`` left out of ``carried`` (a subsequence of it), in order."""
+    out, i = bytearray(), 0
+    for b in chars:
+        if i < len(carried) and carried[i] == b:
+            i += 1
+        else:
+            out.append(b)
+    return bytes(out)
+
+
 def character_groups(tokens: list[Token], text: str) -> list[CharacterGroup]:
     """Group tokens so that every group spells whole characters of ``text``.
 
     A token holding part of a character (``Token.is_partial``) is merged with its
-    neighbours until the bytes join into whole characters. Tokens whose spans do not
-    come from the text (a BOS the tokenizer added) form groups of their own.
+    neighbours until the bytes join into whole characters, or until the next token starts
+    in a later character: when the tokenizer dropped a byte with no vocabulary entry (the
+    lead byte F1 of U+40000), the bytes left never join, and the group holds just the
+    tokens of that character, with the missing bytes in ``dropped``. Tokens whose spans do
+    not come from the text (a BOS the tokenizer added) form groups of their own.
     """
     groups: list[CharacterGroup] = []
     pending: list[Token] = []
+
+    def close() -> None:
+        start, end = pending[0].start, max(t.end for t in pending)
+        chars = text[start:end]
+        groups.append(CharacterGroup(tuple(pending), chars, start, end,
+                                     _not_carried(chars.encode("utf-8"), b"".join(t.bytes for t in pending))))
+        pending.clear()
+
     for tok in tokens:
+        if pending:
+            start, end = pending[0].start, max(t.end for t in pending)
+            if end > start and tok.start >= end:     # tok begins a later character: the run is over
+                close()
         if pending:
             pending.append(tok)
         elif tok.is_partial:
-            pending = [tok]
+            pending.append(tok)
         else:
             groups.append(CharacterGroup((tok,), text[tok.start:tok.end] if tok.end > tok.start else tok.text,
                                          tok.start, tok.end))
             continue
         # Close the pending run once its bytes decode to whole characters.
-        data = b"".join(t.bytes for t in pending)
         try:
-            data.decode("utf-8")
+            b"".join(t.bytes for t in pending).decode("utf-8")
         except UnicodeDecodeError:
             continue
-        start, end = pending[0].start, pending[-1].end
-        groups.append(CharacterGroup(tuple(pending), text[start:end], start, end))
-        pending = []
-    if pending:   # a text cut in the middle of a character (e.g. capped tokens)
-        start, end = pending[0].start, pending[-1].end
-        groups.append(CharacterGroup(tuple(pending), text[start:end], start, end))
+        close()
+    if pending:   # a text cut in the middle of a character (e.g. capped tokens), or dropped bytes
+        close()
     return groups
 
 
@@ -124,6 +149,39 @@ def chat_tokens(lm, user_text: str, system: str | None = None) -> tuple[str, lis
     messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": user_text}]
     rendered = lm.chat_template(messages, add_generation_prompt=True)
     return rendered, lm.tokenize(rendered)
+
+
+def typed_special_tokens(lm, text: str) -> list[Token]:
+    """The special tokens that ``text`` itself produces.
+
+    The tokenizer matches each special token's literal text anywhere in its input, so
+    typing ``<|im_start|>`` gives the very id the chat template writes (1 for SmolLM2).
+    Text pasted into a chat can therefore close the user's message and open a fake new
+    one: one form of prompt injection.
+    """
+    return [tok for tok in lm.tokenize(text) if tok.special]
+
+
+_LITERAL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def literal_tokens(lm, text: str) -> list[Token]:
+    """``text`` tokenized with special-token matching turned off: ``<|im_start|>`` becomes
+    ordinary pieces (``<``, ``|``, ``im``...), as a server should tokenize untrusted text.
+
+    Uses a private copy of the tokenizer (``encode_special_tokens``), so the shared one,
+    which every session uses at the same time, is never reconfigured.
+    """
+    from tokenizers import Tokenizer
+
+    with _FACTS_LOCK:
+        literal = _LITERAL.get(lm)
+        if literal is None:
+            literal = Tokenizer.from_str(lm.tokenizer.tokenizer.to_str())
+            literal.encode_special_tokens = True
+            _LITERAL[lm] = literal
+    ids = literal.encode(text, add_special_tokens=False).ids
+    return lm.tokenizer.tokens(ids, text)
 
 
 # --------------------------------------------------------------------------- the vocabulary
@@ -291,3 +349,45 @@ def bpe_merge_steps(lm, word: str, max_steps: int = 64) -> list[MergeStep]:
         symbols = symbols[:best] + [pair[0] + pair[1]] + symbols[best + 2:]
         steps.append(MergeStep(tuple(_shown(s) for s in symbols), (_shown(pair[0]), _shown(pair[1])), best_rank))
     return steps
+
+
+# --------------------------------------------------------------------------- finishing a split character
+
+def finish_characters(lm, ids: list[int], candidates: list[int], max_extra: int = 3) -> dict[int, list[int]]:
+    """For each candidate next token, the tokens to append so that the text still ends in whole
+    characters: ``[candidate]`` for a token that is whole characters, and for a byte piece
+    (the <E6 88> of 我) the piece followed by the model's own greedy choices until the bytes
+    join (``[<E6 88>, <91>]``), at most ``max_extra`` more. Returns {candidate: token ids}.
+
+    The prompt runs once with a KV cache; each candidate then costs a few one-token steps.
+    """
+    def broken(seq: list[int]) -> int:
+        return lm.decode(seq).count("\ufffd")
+
+    base = broken(list(ids))
+    out: dict[int, list[int]] = {}
+    pending = [c for c in dict.fromkeys(int(c) for c in candidates)]
+    for c in pending:
+        if c in lm.tokenizer.special_ids or broken([*ids, c]) <= base:
+            out[c] = [c]
+    todo = [c for c in pending if c not in out]
+    if not todo:
+        return out
+    from lesson_model.decoder import Hooks, KVCache
+
+    decoder = lm.decoder
+    cache = KVCache(decoder.cfg.n_layers)
+    with torch.inference_mode():
+        decoder(torch.tensor([list(ids)], device=lm.device), Hooks(names=()), kv_cache=cache, last_only=True)
+        n = len(cache)
+        for c in todo:
+            cache.crop(n)
+            seq = [c]
+            for _ in range(max_extra):
+                logits = decoder(torch.tensor([[seq[-1]]], device=lm.device), Hooks(names=()), kv_cache=cache,
+                                 last_only=True)[0, -1]                                   # [vocab]
+                seq.append(int(logits.argmax()))
+                if broken([*ids, *seq]) <= base:
+                    break
+            out[c] = seq
+    return out
