@@ -11,12 +11,15 @@ from lesson_model.decoder import Attention
 from ui import figures_attention as F
 from ui import state, theme
 from ui.lesson import Lesson
-from ui.tokens import axis_labels, md_labeler, plot_label, position_label
+from ui.text import num
+from ui.tokens import axis_labels, md_labeler, position_label, readable_texts
 
 CAP = 64            # tokens of the prompt this page runs
 SEARCH_TOP = 8      # heads listed by the search
 OPEN_BUTTONS = 3    # of which this many get an "open" button
 SIDE_BY_SIDE = 24   # longer prompts draw the pattern and the lines view one under the other
+WIDE, THREE_QUARTERS = 56, 44   # title widths (characters, see ui.theme.wrap_title) of a chart that spans
+                                # the page or 3/4 of it, at 1024 px: titles wrap only when they must
 
 page = Lesson("attention")
 page.header()
@@ -24,7 +27,8 @@ lm = page.model()
 cfg = lm.cfg
 tokens = page.tokens(lm, cap=CAP)
 n = len(tokens)
-labels = axis_labels(tokens)
+labels = axis_labels(tokens)                # escaped, unique, byte pieces read as characters
+token_texts = readable_texts(tokens)        # the same for plain-text options (我¹, 我²)
 
 md_tok = md_labeler(tokens)
 
@@ -45,7 +49,7 @@ def head_name(layer: int, head: int) -> str:
 figure_area, controls = page.columns()
 with controls:
     query = state.url_int("pos", page.t("query_label"), 0, n - 1, n - 1, widget="select",
-                          format_func=lambda i: position_label(tokens, i), help=page.t("query_help"))
+                          format_func=lambda i: position_label(token_texts, i), help=page.t("query_help"))
     link = A.strongest_link(lm, run, query)
     default_layer, default_head = (link[1].layer, link[1].head) if link else (cfg.n_layers // 2, 0)
     layer = state.url_int("layer", page.t("layer_label"), 0, cfg.n_layers - 1, default_layer,
@@ -60,36 +64,37 @@ steps = A.attention_steps(lm, run, layer, head, query)
 weights = steps.weights
 visible = list(range(query + 1))
 top_key = int(weights.argmax())
-qlabel = plot_label(tokens[query])
+qlabel = labels[query]
 
 # --- 1. step by step ----------------------------------------------------------------------
 with figure_area:
     st.subheader(page.t("steps_title", head=head_name(layer, head), query=md_tok(query)), anchor=False)
     page.prose("steps")
     theme.plot(F.qk_figure(steps.q.tolist(), steps.keys[: query + 1].tolist(), labels[: query + 1], qlabel, page.t),
-               key="qk_chart", height=max(320, 170 + 22 * (query + 2)))
+               key="qk_chart", height=F.rows_height(query + 2), title_width=THREE_QUARTERS)
 theme.plot(F.score_steps_figure(steps.raw.tolist(), steps.scaled.tolist(), weights.tolist(), labels,
                                 query, cfg.d_head, page.t),
-           key="steps_chart", height=780)
+           key="steps_chart", height=780, title_width=WIDE)
 theme.plot(F.weighted_sum_figure(steps.weighted_values[: query + 1].tolist(), steps.z.tolist(),
                                  labels[: query + 1], weights[: query + 1].tolist(), page.t),
-           key="sum_chart", height=max(320, 170 + 22 * (query + 2)))
+           key="sum_chart", height=F.rows_height(query + 2), title_width=WIDE)
 st.caption(page.t("check_caption", w_err=f"{steps.max_weight_error:.1e}", z_err=f"{steps.max_z_error:.1e}"))
 
 # --- 2. the whole pattern and the lines view ----------------------------------------------
 st.subheader(page.t("pattern_title", head=head_name(layer, head)), anchor=False)
 page.prose("pattern")
 pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][0, head]          # [q_pos, k_pos]
-left, right = st.columns([3, 2], gap="medium") if n <= SIDE_BY_SIDE else (st.container(), st.container())
+left, right = st.columns(2, gap="medium") if n <= SIDE_BY_SIDE else (st.container(), st.container())
 with left:
     theme.plot(F.pattern_figure(pattern.tolist(), labels, query,
                                 page.t("fig.pattern_title", head=head_name(layer, head)), page.t),
                key="pattern_chart", height=260 + 16 * n)
 with right:
-    lines, first_shown = F.lines_figure(weights.tolist(), labels, query, page.t)
+    lines, drawn = F.lines_figure(weights.tolist(), labels, query, page.t)
     theme.plot(lines, key="lines_chart")
-    if first_shown > 0:
-        st.caption(page.t("lines_hidden", n=first_shown, pct=f"{float(weights[:first_shown].sum()):.0%}"))
+    if len(drawn) < query + 1:
+        rest = 1.0 - sum(float(weights[j]) for j in drawn)
+        st.caption(page.t("lines_hidden", k=len(drawn), n=query + 1 - len(drawn), pct=f"{max(0.0, rest):.0%}"))
 
 # --- 3. what if the scale is dropped -------------------------------------------------------
 st.subheader(page.t("scale_title", s=f"{steps.scale:g}"), anchor=False)
@@ -98,14 +103,14 @@ what_if = A.unscaled_what_if(steps)
 left, right = st.columns([3, 1], gap="medium")
 with left:
     theme.plot(F.scale_figure(weights.tolist(), what_if.weights_unscaled.tolist(), labels, query, cfg.d_head,
-                              page.t), key="scale_chart", height=420)
+                              page.t), key="scale_chart", height=420, title_width=THREE_QUARTERS)
 with right:
-    st.metric(page.t("entropy_with"), page.t("bits", v=f"{what_if.entropy_scaled:.2f}"))
-    st.metric(page.t("entropy_without"), page.t("bits", v=f"{what_if.entropy_unscaled:.2f}"),
-              delta=page.t("bits", v=f"{what_if.entropy_unscaled - what_if.entropy_scaled:+.2f}"),
+    st.metric(page.t("entropy_with"), page.t("bits", v=num(what_if.entropy_scaled)))
+    st.metric(page.t("entropy_without"), page.t("bits", v=num(what_if.entropy_unscaled)),
+              delta=page.t("bits", v=num(what_if.entropy_unscaled - what_if.entropy_scaled, "+.2f")),
               delta_color="off")
     st.metric(page.t("top_without"), f"{what_if.max_unscaled:.1%}",
-              delta=page.t("pp", v=f"{(what_if.max_unscaled - what_if.max_scaled) * 100:+.1f}"),
+              delta=page.t("pp", v=num((what_if.max_unscaled - what_if.max_scaled) * 100, "+.1f")),
               delta_color="off")
 
 # --- 4. search: which heads link two tokens? ------------------------------------------------
@@ -115,13 +120,12 @@ left, right = st.columns([3, 1], gap="medium")
 with right:
     default_key = link[0] if link else 0
     key_pos = state.url_int("key", page.t("key_label"), 0, query, min(default_key, query), widget="select",
-                            format_func=lambda i: position_label(tokens, i), help=page.t("key_help"))
+                            format_func=lambda i: position_label(token_texts, i), help=page.t("key_help"))
 hits = A.find_heads_attending(lm, run, query, key_pos, top=SEARCH_TOP)
+tied = A.heads_tied_for_most(run, cfg.n_layers, query, key_pos)
 with left:
-    theme.plot(F.search_figure(hits, page.t, page.t("fig.search_title", query=qlabel,
-                                                    target=plot_label(tokens[key_pos]),
-                                                    total=cfg.n_layers * cfg.n_heads)),
-               key="search_chart", height=140 + 40 * len(hits))
+    theme.plot(F.search_figure(hits, page.t, page.t("fig.search_title", query=qlabel, target=labels[key_pos])),
+               key="search_chart", height=140 + 40 * len(hits), title_width=THREE_QUARTERS)
 with right:
     st.markdown(page.t("open_label"))
     for rank, hit in enumerate(hits[:OPEN_BUTTONS]):
@@ -137,31 +141,49 @@ top_len = max(cfg.max_position, 2 * n)
 lengths = sorted({max(1, round(top_len * i / 200)) for i in range(201)} | {n})
 costs = [A.block_cost(cfg, m) for m in lengths]
 theme.plot(F.cost_figure(lengths, [c.attention for c in costs], [c.linear for c in costs], n, crossover, page.t),
-           key="cost_chart", height=420)
+           key="cost_chart", height=420, title_width=WIDE)
 now, doubled = A.block_cost(cfg, n), A.block_cost(cfg, 2 * n)
 
 # --- What to notice -------------------------------------------------------------------------
 raw_top = float(steps.raw[top_key])
-observations = [
-    page.t("notice.top", head=head_name(layer, head), query=md_tok(query), target=md_tok(top_key),
-           pct=f"{float(weights[top_key]):.0%}", raw=f"{raw_top:.2f}", scaled=f"{raw_top / steps.scale:.2f}",
-           s=f"{steps.scale:g}"),
-]
+total_heads = cfg.n_layers * cfg.n_heads
+top_fields = dict(head=head_name(layer, head), query=md_tok(query), target=md_tok(top_key),
+                  pct=f"{float(weights[top_key]):.0%}", raw=num(raw_top), scaled=num(raw_top / steps.scale),
+                  s=f"{steps.scale:g}")
+# The first token can see only itself: its 100% says nothing about the scores.
+observations = [page.t("notice.top_first" if query == 0 else "notice.top", **top_fields)]
 if query > 0 and top_key == 0:
     observations.append(page.t("notice.sink", target=md_tok(0)))
 elif query > 0 and float(weights[0]) >= 0.2:
     observations.append(page.t("notice.first", target=md_tok(0), pct=f"{float(weights[0]):.0%}"))
-if query < n - 1:
+if n == 1:
+    observations.append(page.t("notice.only"))
+elif query < n - 1:
     observations.append(page.t("notice.mask", n=n - 1 - query))
 else:
     observations.append(page.t("notice.last", n=n))
-observations.append(page.t("notice.scale" if what_if.max_scaled < 0.95 else "notice.scale_sure", top1=f"{what_if.max_scaled:.0%}", top2=f"{what_if.max_unscaled:.0%}",
-                           e1=f"{what_if.entropy_scaled:.2f}", e2=f"{what_if.entropy_unscaled:.2f}"))
+scale_fields = dict(top1=f"{what_if.max_scaled:.0%}", top2=f"{what_if.max_unscaled:.0%}",
+                    e1=num(what_if.entropy_scaled), e2=num(what_if.entropy_unscaled))
+if query == 0:
+    observations.append(page.t("notice.scale_one"))
+elif what_if.max_scaled >= 0.95:
+    observations.append(page.t("notice.scale_sure", **scale_fields))
+elif what_if.max_unscaled - what_if.max_scaled < 0.05 and what_if.entropy_scaled - what_if.entropy_unscaled < 0.1:
+    observations.append(page.t("notice.scale_small", **scale_fields))      # the scores are close together
+else:
+    observations.append(page.t("notice.scale", **scale_fields))
 best = hits[0]
-observations.append(page.t("notice.search", head=head_name(best.layer, best.head), query=md_tok(query),
-                           target=md_tok(key_pos), pct=f"{best.weight:.0%}",
-                           total=cfg.n_layers * cfg.n_heads))
-observations.append(page.t("notice.cost", n=n, pairs=f"{A.causal_pairs(n):,}", n2=2 * n,
+search_fields = dict(head=head_name(best.layer, best.head), query=md_tok(query), target=md_tok(key_pos),
+                     pct=f"{best.weight:.0%}", total=total_heads, tied=tied)
+if query == 0:                      # every head gives the first token 100% of its own attention
+    observations.append(page.t("notice.search_first", **search_fields))
+elif tied == total_heads:
+    observations.append(page.t("notice.search_all", **search_fields))
+elif tied > 1:
+    observations.append(page.t("notice.search_tie", **search_fields))
+else:
+    observations.append(page.t("notice.search", **search_fields))
+observations.append(page.t("notice.cost_one" if n == 1 else "notice.cost", n=n, pairs=f"{A.causal_pairs(n):,}", n2=2 * n,
                            pairs2=f"{A.causal_pairs(2 * n):,}",
                            ratio=f"{doubled.attention / now.attention:.2f}",
                            lin=f"{doubled.linear / now.linear:.0f}", cross=f"{crossover:,}"))
@@ -171,8 +193,8 @@ page.try_this()
 # --- The math: a worked example with this head's numbers ------------------------------------
 order = sorted(visible, key=lambda j: -float(weights[j]))[:3]
 rows = "\n".join(
-    page.t("math_row", target=md_tok(j), raw=f"{float(steps.raw[j]):.2f}",
-           scaled=f"{float(steps.scaled[j]):.2f}", w=f"{float(weights[j]):.1%}")
+    page.t("math_row", target=md_tok(j), raw=num(float(steps.raw[j])),
+           scaled=num(float(steps.scaled[j])), w=f"{float(weights[j]):.1%}")
     for j in order)
 denominator = float(steps.masked[: query + 1].double().exp().sum())
 
@@ -182,8 +204,10 @@ def readable(x: float) -> str:
     return f"{x:,.2f}" if x < 1e9 else f"{x:.3e}"
 
 
-page.math(page.t("math_example", head=head_name(layer, head), query=md_tok(query), d=cfg.d_head,
+page.math(page.t("math_example_first" if query == 0 else "math_example", head=head_name(layer, head),
+                 query=md_tok(query), d=cfg.d_head,
                  s=f"{steps.scale:g}", n=query + 1, denom=readable(denominator),
                  e=readable(float(steps.scaled[order[0]].double().exp())), w=f"{float(weights[order[0]]):.1%}",
-                 target=md_tok(order[0])) + "\n\n" + page.t("math_table") + "\n" + rows)
+                 target=md_tok(order[0])) + "\n\n" + page.t("math_table" if query >= 3 else "math_table_all")
+          + "\n" + rows)
 page.code(Attention.forward, A.attention_steps)

@@ -10,10 +10,12 @@ import torch
 from lesson_model.analysis import rope as R
 from lesson_model.decoder import RotaryEmbedding
 from ui import state, theme
-from ui.figures_position import (before_after_figure, block_diagram, clock_figure, ladder_figure, relative_figure,
-                                 same_vector_figure, sinusoid_heatmap, waves_figure, worked_example_figure)
+from ui.figures_position import (before_after_figure, block_diagram, clock_figure, distance_figure, ladder_figure,
+                                 period_text, relative_figure, same_vector_figure, sinusoid_heatmap, waves_figure,
+                                 worked_example_figure)
 from ui.lesson import Lesson
-from ui.tokens import label, md_label, position_label
+from ui.text import num
+from ui.tokens import md_label, position_label, readable_texts
 
 CAP = 128                 # prompt tokens this page runs
 SIN_D = 128               # width of the sinusoidal example (a small d_model, readable as a picture)
@@ -23,6 +25,8 @@ REL_DISTANCES = (0, 1, 2, 4, 8, 16)
 REL_POSITIONS = (0, 10, 100, 1000, 4000, 8000)
 CURVE_MAX = 128           # distances in the score-vs-distance curve
 DEFAULT_LAYER, DEFAULT_HEAD = 16, 0
+DIAGRAM_WIDTH = 620       # px: the block diagram's width on a wide screen
+WIDE = 56                 # title width (characters, see ui.theme.wrap_title) of a chart spanning the page
 
 page = Lesson("position")
 page.header()
@@ -30,7 +34,14 @@ lm = page.model()
 cfg = lm.cfg
 tokens = page.tokens(lm, cap=CAP)
 n = len(tokens)
-labels = [label(tok) for tok in tokens]
+labels = readable_texts(tokens)           # plain text; byte pieces read as their character (我¹ 我²)
+
+
+def md_tok(i: int) -> str:
+    """Token i for Markdown, read as characters (the notices give its position beside it)."""
+    return md_label(labels[i])
+
+
 thetas = R.frequency_ladder(lm)                           # [d_head/2]
 periods = R.periods(thetas)
 n_pairs = len(thetas)
@@ -42,8 +53,8 @@ n_sin = max(SIN_POSITIONS, n)
 pe = R.sinusoidal_encoding(n_sin, SIN_D)
 left, right = st.columns(2, gap="medium")
 with left:
-    theme.plot(sinusoid_heatmap(pe, page.t("sin.heat_title", d=SIN_D), page.t("sin.x"), page.t("sin.y"),
-                                page.t("sin.colorbar"), hover_tokens=[f"({lab})" for lab in labels]),
+    theme.plot(sinusoid_heatmap(pe, page.t("sin.heat_title"), page.t("sin.x_axis", last=SIN_D - 1), page.t("sin.y"),
+                                page.t("sin.colorbar"), hover_tokens=labels, x_word=page.t("sin.x")),
                key="sin_heat", height=460)
 with right:
     wave_dims = [0, 8, 32, 64]
@@ -53,19 +64,19 @@ with right:
 
 st.subheader(page.t("clock.title"), anchor=False)
 page.prose("clock")
-figure, controls = page.columns()
-with controls:
-    clock_pos = state.url_int("clock", page.t("clock.pos"), 0, 8191, n - 1, widget="number",
-                              help=page.t("clock.pos_help"))
+# The position and three hands' arithmetic in a row above, so the dial gets the page's full width.
+row = st.columns(4, gap="medium")
+clock_pos = state.url_int("clock", page.t("clock.pos"), 0, cfg.max_position - 1, n - 1, widget="number",
+                          help=page.t("clock.pos_help", n=f"{cfg.max_position:,}"), container=row[0])
 angles = [clock_pos * float(thetas[i]) for i in CLOCK_PAIRS]
-hand_names = [page.t("clock.hand", pair=i, period=f"{float(periods[i]):,.1f}") for i in CLOCK_PAIRS]
-with figure:
-    theme.plot(clock_figure(angles, hand_names, page.t("clock.chart_title", pos=clock_pos)), key="clock_chart",
-               height=430)
-with controls:
-    for i, a in zip(CLOCK_PAIRS[:3], angles[:3]):
-        st.markdown(page.t("clock.line", pair=i, pos=clock_pos, theta=f"{float(thetas[i]):.4g}",
-                           turns=f"{a / (2 * math.pi):,.2f}", deg=f"{math.degrees(a) % 360:.0f}"))
+hand_names = [page.t("clock.hand", pair=i, period=period_text(float(periods[i]))) for i in CLOCK_PAIRS]
+hand_keys = [page.t("clock.hand_key", pair=i, period=period_text(float(periods[i]))) for i in CLOCK_PAIRS]
+for cell, i, a in zip(row[1:], CLOCK_PAIRS[:3], angles[:3]):
+    cell.markdown(page.t("clock.line", pair=i, pos=clock_pos, theta=f"{float(thetas[i]):.4g}",
+                         turns=f"{a / (2 * math.pi):,.2f}", deg=f"{math.degrees(a) % 360:.0f}"))
+theme.plot(clock_figure(angles, hand_keys, page.t("clock.chart_title", pos=clock_pos),
+                        legend_title=page.t("clock.legend_title"), hover_names=hand_names),
+           key="clock_chart", height=480, title_width=WIDE)
 
 with st.expander(page.t("learned.title"), icon=":material/table_rows:"):
     page.prose("learned")
@@ -79,7 +90,7 @@ theme.plot(ladder_figure(thetas, periods, cfg.max_position,
                          page.t("ladder.chart_title", base=f"{cfg.rope_theta:,.0f}", d=cfg.d_head, pairs=n_pairs),
                          page.t("ladder.x"), page.t("ladder.y"), page.t("ladder.hover"),
                          page.t("ladder.context", n=f"{cfg.max_position:,}"), colours),
-           key="ladder", height=400)
+           key="ladder", height=400, title_width=WIDE)
 st.caption(page.t("ladder.caption", fast=f"{float(periods[0]):.2f}", slow=f"{float(periods[-1]):,.0f}",
                   never=len(never), first=never[0] if never else n_pairs, n=f"{cfg.max_position:,}"))
 
@@ -100,7 +111,7 @@ layer = state.url_int("layer", page.t("layer"), 0, cfg.n_layers - 1, DEFAULT_LAY
 head = state.url_int("head", page.t("head"), 0, cfg.n_heads - 1, DEFAULT_HEAD, container=controls[1])
 pair = state.url_int("pair", page.t("turn.pair"), 0, n_pairs - 1, 0, help=page.t("turn.pair_help"), container=controls[2])
 qpos = state.url_int("qpos", page.t("turn.qpos"), 0, n - 1, n - 1, widget="select", container=controls[3],
-                     format_func=lambda i: position_label(tokens, i), help=page.t("turn.qpos_help"))
+                     format_func=lambda i: position_label(labels, i), help=page.t("turn.qpos_help"))
 run = page.run(lm, tokens, names=R.rope_hook_names(layer))
 track = R.pair_track(lm, run, layer, head, pair)
 i_dim, j_dim = track.dims
@@ -110,23 +121,25 @@ same_pts = torch.stack([placed[:, i_dim], placed[:, j_dim]], dim=-1)            
 axis = [page.t("turn.axis_x", i=i_dim), page.t("turn.axis_y", j=j_dim), page.t("turn.position")]
 left, right = st.columns(2, gap="medium")
 with left:
-    theme.plot(same_vector_figure(same_pts, labels, page.t("turn.same_title", pos=qpos), axis,
+    theme.plot(same_vector_figure(same_pts, labels, page.t("turn.same_title"), axis,
                                   page.t("turn.hover_same"), highlight=qpos),
                key="turn_same", height=500)
 with right:
     theme.plot(before_after_figure(track.before.float(), track.after.float(), labels, page.t("turn.each_title"),
                                    axis, [page.t("turn.before"), page.t("turn.after")], page.t("turn.hover_each")),
                key="turn_each", height=500)
-turn_error = float((track.turned - track.expected).abs().max())
+st.caption(page.t("turn.same_caption", token=md_tok(qpos), pos=qpos))
+turn_error = track.max_turn_error
 norm_error = float((track.after.norm(dim=1) - track.before.norm(dim=1)).abs().max())
 
 # --- 4. the relative-position property --------------------------------------------------------------------
 st.subheader(page.t("rel.title"), anchor=False)
 page.prose("relative")
-figure, controls = page.columns()
-with controls:
+control, note = st.columns([1, 2], gap="medium", vertical_alignment="bottom")
+with control:
     kpos = state.url_int("kpos", page.t("rel.kpos"), 0, qpos, max(0, qpos - 1), widget="select",
-                         format_func=lambda i: position_label(tokens, i), help=page.t("rel.kpos_help"))
+                         format_func=lambda i: position_label(labels, i), help=page.t("rel.kpos_help"))
+with note:
     st.caption(page.t("rel.controls_note", layer=layer, head=head, kv=head // cfg.group_size))
 q, k = R.query_and_key(run, layer, head, qpos, kpos, cfg.group_size)
 rel = R.relative_scores(lm, q, k, REL_DISTANCES, REL_POSITIONS)
@@ -135,13 +148,18 @@ rot_q = run.cache[f"blocks.{layer}.attn.hook_rot_q"][0, qpos, head].float()
 rot_k = run.cache[f"blocks.{layer}.attn.hook_rot_k"][0, kpos, head // cfg.group_size].float()
 model_score = float(rot_q @ rot_k) / math.sqrt(cfg.d_head)
 distance = qpos - kpos
-with figure:
-    theme.plot(relative_figure(REL_DISTANCES, REL_POSITIONS, rel.scores, list(range(CURVE_MAX + 1)), curve,
-                               (distance, model_score) if distance <= CURVE_MAX else None,
-                               [page.t("rel.left_title"), page.t("rel.right_title")],
-                               [page.t("rel.left_x"), page.t("rel.right_x")], page.t("rel.y"),
-                               page.t("rel.line"), page.t("rel.actual")),
+# Two charts side by side (one under the other on a phone), not two subplots of one figure.
+left, right = st.columns(2, gap="medium")
+with left:
+    theme.plot(relative_figure(REL_DISTANCES, REL_POSITIONS, rel.scores, page.t("rel.left_title"),
+                               page.t("rel.left_x"), page.t("rel.y"), page.t("rel.line"), page.t("rel.legend_title")),
                key="relative", height=480)
+with right:
+    theme.plot(distance_figure(REL_DISTANCES, list(range(CURVE_MAX + 1)), curve,
+                               (distance, model_score) if distance <= CURVE_MAX else None,
+                               page.t("rel.right_title"), page.t("rel.right_x"), page.t("rel.y"),
+                               page.t("rel.line"), page.t("rel.actual")),
+               key="relative_curve", height=480)
 
 # --- 5. where RoPE acts --------------------------------------------------------------------------------------
 st.subheader(page.t("where.title"), anchor=False)
@@ -150,31 +168,32 @@ diagram_labels = {key: page.t(f"where.node.{key}") for key in
                   ("resid", "norm", "wq", "wk", "wv", "rope_q", "rope_k", "scores", "mix", "wo", "add")}
 rope_params = sum(p.numel() for p in lm.decoder.rope.parameters())
 attn_params = sum(p.numel() for p in lm.decoder.blocks[0].attn.parameters())
-left, right = st.columns([3, 2], gap="medium", vertical_alignment="center")
-with left:
-    st.graphviz_chart(block_diagram(diagram_labels, theme.font_family().split(",")[0]), width="stretch")
-with right:
-    st.metric(page.t("where.params"), f"{rope_params:,}", help=page.t("where.params_help"))
-    st.metric(page.t("where.attn_params"), f"{attn_params:,}")
-    st.metric(page.t("where.buffer"), f"{lm.decoder.rope.inv_freq.numel():,}", help=page.t("where.buffer_help"))
+# The numbers in a row, then the diagram at a fixed width: Streamlit scales it to that width
+# (or the column's, when narrower), which keeps its text at about 16 px or more from 1024 px
+# screens up; in a 3:2 split beside the numbers it was 12 px.
+cards = st.columns(3)
+cards[0].metric(page.t("where.params"), f"{rope_params:,}", help=page.t("where.params_help"))
+cards[1].metric(page.t("where.attn_params"), f"{attn_params:,}")
+cards[2].metric(page.t("where.buffer"), f"{lm.decoder.rope.inv_freq.numel():,}", help=page.t("where.buffer_help"))
+st.graphviz_chart(block_diagram(diagram_labels, theme.font_family().split(",")[0]), width=DIAGRAM_WIDTH)
 
 with st.expander(page.t("long.title"), icon=":material/menu_book:"):
     page.prose("long")
 
 # --- what to notice ------------------------------------------------------------------------------------------
 notes = [
-    page.t("notice.ladder", pairs=n_pairs, base=f"{cfg.rope_theta:,.0f}", fast=f"{float(periods[0]):.2f}",
+    page.t("notice.ladder", d=cfg.d_head, pairs=n_pairs, base=f"{cfg.rope_theta:,.0f}", fast=f"{float(periods[0]):.2f}",
            slow=f"{float(periods[-1]):,.0f}", never=len(never), n=f"{cfg.max_position:,}"),
     page.t("notice.turn", pair=pair, layer=layer, head=head, theta=f"{track.theta:.4g}",
            err=f"{turn_error:.1e}", norm_err=f"{norm_error:.1e}"),
-    page.t("notice.relative", q=md_label(tokens[qpos]), qpos=qpos, k=md_label(tokens[kpos]), kpos=kpos,
-           score=f"{model_score:.3f}", dist=distance, spread=f"{float(rel.spread.max()):.1e}",
-           far=f"{REL_POSITIONS[-1]:,}", d1=f"{float(curve[1]):.3f}", d0=f"{float(curve[0]):.3f}",
-           dmax=f"{float(curve[-1]):.3f}", maxd=CURVE_MAX),
+    page.t("notice.relative_same" if distance == 0 else "notice.relative", q=md_tok(qpos), qpos=qpos, k=md_tok(kpos), kpos=kpos,
+           score=num(model_score, ".3f"), dist=distance, spread=f"{float(rel.spread.max()):.1e}",
+           far=f"{REL_POSITIONS[-1]:,}", d1=num(float(curve[1]), ".3f"), d0=num(float(curve[0]), ".3f"),
+           dmax=num(float(curve[-1]), ".3f"), maxd=CURVE_MAX),
 ]
 best = int(curve.argmax())
-notes.append(page.t("notice.peak", best=best, score=f"{float(curve[best]):.3f}", layer=layer, head=head,
-                    low=f"{float(curve.min()):.3f}", worst=int(curve.argmin())))
+notes.append(page.t("notice.peak", best=best, score=num(float(curve[best]), ".3f"), layer=layer, head=head,
+                    low=num(float(curve.min()), ".3f"), worst=int(curve.argmin())))
 notes.append(page.t("notice.params", attn=f"{attn_params:,}", layers=cfg.n_layers))
 page.notice(notes)
 page.try_this()

@@ -135,3 +135,14 @@ def test_cost_by_hand(lm):
     assert A.block_cost(cfg, n).attention > A.block_cost(cfg, n).linear
     assert A.block_cost(cfg, n - 1).attention <= A.block_cost(cfg, n - 1).linear
     assert n == 6144
+
+
+def test_heads_tied_for_most(lm, run):
+    total = lm.cfg.n_layers * lm.cfg.n_heads
+    assert A.heads_tied_for_most(run, lm.cfg.n_layers, 0, 0) == total    # the first token sees only itself
+    assert A.heads_tied_for_most(run, lm.cfg.n_layers, 6, 1) == 1        # "was" -> "cat": one head stands out
+
+
+def test_entropy_is_never_negative_zero():
+    e = A.entropy_bits(torch.tensor([1.0, 0.0, 0.0]))
+    assert e == 0.0 and math.copysign(1.0, e) == 1.0

@@ -107,3 +107,11 @@ def test_tiny_model_ladder(tiny):
     _, lm = tiny
     th = R.frequency_ladder(lm)
     torch.testing.assert_close(th.double(), R.ladder_formula(lm.cfg.d_head, lm.cfg.rope_theta), rtol=1e-6, atol=0)
+
+
+def test_max_turn_error_wraps_and_skips_zero_pairs():
+    before = torch.tensor([[1.0, 0.0], [0.0, 0.0], [1.0, 0.0]], dtype=torch.float64)
+    track = R.PairTrack(0, 0, 0, (0, 32), 1.0, before, before.clone(), torch.zeros(3), torch.zeros(3),
+                        torch.tensor([0.0, 2.0, math.pi]), torch.tensor([0.0, 0.0, -math.pi]))
+    # position 1 has no direction (a pair of zeros); at position 2, pi and -pi are the same angle
+    assert track.max_turn_error == pytest.approx(0.0, abs=1e-6)

@@ -121,3 +121,112 @@ def test_one_token_prompt(open_page):
     assert not errors(at)
     figs = charts(at)
     assert figs["steps_chart"]["data"][3]["y"] == pytest.approx([1.0])
+
+
+# --- the notices say only what this run shows ------------------------------------------------
+
+def test_one_token_prompt_notices_are_true(open_page, lm):
+    """With one token every head gives it 100%: the page says so instead of naming an
+    arbitrary "best" head, and no entropy reads "-0.00"."""
+    at = open_page("attention", lang="en", prompt="Hello")
+    assert not errors(at)
+    run = lm.run("Hello", names=A.pattern_names(lm.cfg.n_layers))
+    total = lm.cfg.n_layers * lm.cfg.n_heads
+    assert A.heads_tied_for_most(run, lm.cfg.n_layers, 0, 0) == total          # the model: all heads tie
+    text = text_of(at)
+    assert f"every one of the {total} heads puts 100%" in text
+    assert "Searching all" not in text and "puts the most attention" not in text
+    assert "the first token: it can see only itself" in text
+    assert "-0.00" not in text and all("-0.00" not in m.value for m in at.metric)
+    assert at.metric[0].value == "0.00 bits"
+
+
+def test_search_notice_names_the_unique_best_head(open_page, lm):
+    at = open_page("attention", lang="en", prompt=WAS_CAT)
+    tokens = lm.tokenize(WAS_CAT)
+    was, cat = len(tokens) - 1, 1
+    run = lm.run(WAS_CAT, names=A.pattern_names(lm.cfg.n_layers))
+    assert A.heads_tied_for_most(run, lm.cfg.n_layers, was, cat) == 1          # one head stands out ...
+    best = A.find_heads_attending(lm, run, was, cat, top=1)[0]
+    grid = A.attention_between(run, lm.cfg.n_layers, was, cat)
+    assert float(grid.max()) == pytest.approx(best.weight)                      # ... and it is the maximum
+    assert (f"Searching all {lm.cfg.n_layers * lm.cfg.n_heads} heads, head {best.layer}.{best.head} puts the most"
+            in text_of(at))
+
+
+def test_try_this_mary_is_the_models_next_word(lm):
+    """Try this 2 says the model's next word is Mary: check it on the model."""
+    prompt = "When Mary and John went to the store, John gave a drink to"
+    run = lm.run(prompt, names=[])
+    assert lm.token_text(int(run.logits[0, -1].argmax())) == " Mary"
+
+
+def test_long_prompt_charts_keep_their_size(open_page, lm):
+    """A 64-token prompt: the lines view draws at most LINES_TOP keys (not a 1,500 px chart)
+    and the softmax bars label only their largest weights, at a readable size."""
+    from ui import figures_attention as F
+    prompt = " ".join(["The quick brown fox jumps over the lazy dog."] * 8)
+    at = open_page("attention", lang="en", prompt=prompt)
+    assert not errors(at)
+    figs = charts(at)
+    lines = figs["lines_chart"]
+    labels = next(t for t in lines["data"] if t.get("mode") == "text" and len(t["text"]) > 1)
+    assert 1 <= len(labels["text"]) <= F.LINES_TOP
+    assert lines["layout"]["height"] <= 500
+    softmax = figs["steps_chart"]["data"][3]
+    shown = [t for t in softmax["text"] if t]
+    assert 1 <= len(shown) <= F.LABELLED_TOP
+    assert softmax["textfont"]["size"] >= 14 and softmax["constraintext"] == "none"
+    hidden = next(c.value for c in at.caption if "keys with the most weight" in c.value)
+    assert f"the {len(labels['text'])} keys" in hidden and f"the other {64 - len(labels['text'])}" in hidden
+    assert figs["qk_chart"]["layout"]["height"] <= 1200
+
+
+def test_what_if_legend_sits_in_the_room_above_100_percent(open_page):
+    at = open_page("attention", lang="en")
+    layout = charts(at)["scale_chart"]["layout"]
+    assert layout["legend"]["y"] == 1 and layout["legend"]["yanchor"] == "top"   # away from the x-axis title
+    assert layout["yaxis"]["range"][1] >= 1.3 and max(layout["yaxis"]["tickvals"]) == 1.0
+
+
+def test_math_blocks_are_fenced():
+    """Display maths spanning lines must open and close with "$$" on lines of their own
+    (remark-math reads "$$text" as a fence with meta and the rest of the page as maths)."""
+    from ui import i18n
+    for lang in i18n.LANGS:
+        math = i18n.lesson_sections("attention", lang)["math"]
+        for line in math.splitlines():
+            if "$$" in line:
+                assert line.strip() == "$$" or (line.strip().startswith("$$") and line.strip().endswith("$$")
+                                                and line.count("$$") == 2), (lang, line)
+
+
+def test_chinese_prompt_reads_as_characters(open_page):
+    at = open_page("attention", lang="zh-Hant", prompt="我吃魚，魚吃我。")
+    assert not errors(at)
+    options = at.selectbox(key="pos").options
+    assert "0: 我¹" in options and "4: 魚¹" in options
+    assert not any("<E" in o for o in options)
+
+
+def test_scale_notice_close_scores_is_true(open_page, lm):
+    """On two special tokens the scores are close together: the page says the division
+    changes little, and the model's numbers agree (a small spread, a small change)."""
+    prompt = "<|im_start|><|im_end|>"
+    at = open_page("attention", lang="en", prompt=prompt)
+    assert not errors(at)
+    layer, head, query = at.slider(key="layer").value, at.slider(key="head").value, at.selectbox(key="pos").value
+    run = lm.run(prompt, names=A.capture_names(lm.cfg.n_layers))
+    steps = A.attention_steps(lm, run, layer, head, query)
+    what_if = A.unscaled_what_if(steps)
+    visible = steps.scaled[: query + 1]
+    assert float(visible.max() - visible.min()) < 1.0                        # the scores are close together
+    assert what_if.max_unscaled - what_if.max_scaled < 0.05                   # so the division changes little
+    assert "Here the scores are close together" in text_of(at)
+    assert "pile up on fewer tokens" not in text_of(at)
+
+
+def test_one_token_cost_notice_is_singular(open_page):
+    at = open_page("attention", lang="en", prompt="Hello")
+    text = text_of(at)
+    assert "With 1 token, each head scores a single query-key pair" in text and "1 tokens" not in text

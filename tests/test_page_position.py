@@ -49,7 +49,7 @@ def test_ladder_turning_and_relative_scores_match_the_model(open_page, lm, lang,
     for trace in flat:
         ys = arr(trace["y"])
         assert ys.max() - ys.min() < 1e-3
-    star = next(t for t in rel if t.get("marker", {}).get("symbol") == "star")
+    star = next(t for t in chart(at, "relative_curve")["data"] if t.get("marker", {}).get("symbol") == "star")
     kpos = max(0, n - 2)
     rk = run.cache[f"blocks.{layer}.attn.hook_rot_k"][0, kpos, head // lm.cfg.group_size]
     assert float(arr(star["y"])[0]) == pytest.approx(float(rq[n - 1] @ rk) / 8.0, abs=1e-3)
@@ -108,3 +108,57 @@ def test_sinusoidal_heatmap_is_the_formula(open_page):
     expected = R.sinusoidal_encoding(64, 128).numpy()
     np.testing.assert_allclose(z, expected, atol=1e-6)
     assert torch.tensor(z).shape == (64, 128)
+
+
+def test_intro_nope_claim_is_the_literatures():
+    """Correctness review row 20: the no-position-encoding claim cites the papers and says
+    "somewhat better", not "much better", in every language."""
+    for lang in i18n.LANGS:
+        intro = i18n.lesson_sections("position", lang)["intro"]
+        assert "Haviv" in intro and "Kazemnejad" in intro and "2022" in intro and "2023" in intro
+        assert "much better" not in intro and "好得多" not in intro
+
+
+def test_try_this_same_tokens_differ_only_by_rotation_in_layer_0(lm):
+    """Try this 1: in layer 0 the repeated tokens get the same query before RoPE, and after
+    RoPE the same vector turned by its own position (every pair keeps its length)."""
+    prompt = i18n.catalog("en")["position.try.1.prompt"]
+    tokens = lm.tokenize(prompt)
+    run = lm.run(prompt, names=R.rope_hook_names(0))
+    q, rq = run.cache["blocks.0.attn.hook_q"][0], run.cache["blocks.0.attn.hook_rot_q"][0]
+    same = [i for i, t in enumerate(tokens) if t.text == " cat"]
+    assert len(same) >= 3
+    for i in same[1:]:
+        torch.testing.assert_close(q[i], q[same[0]], atol=0, rtol=0)            # identical before RoPE
+        assert float((rq[i] - rq[same[0]]).abs().max()) > 1e-2                  # different after it ...
+        placed = R.rotate_head(lm, q[same[0]].float(), [i] * q.shape[1])        # ... by rotation alone (every head)
+        torch.testing.assert_close(rq[i].float(), placed.float(), atol=1e-4, rtol=1e-4)
+
+
+def test_relative_charts_are_two_figures_with_short_titles(open_page):
+    at = open_page("position", lang="en", prompt="The cat sat on the mat")
+    assert not at.exception
+    left, right = chart(at, "relative"), chart(at, "relative_curve")
+    assert all(t.get("mode") == "lines+markers" for t in left["data"])
+    assert any(t.get("marker", {}).get("symbol") == "star" for t in right["data"])
+    for key in ("sin_heat", "turn_same", "turn_each", "relative", "relative_curve"):
+        title = chart(at, key)["layout"]["title"]["text"]
+        assert len(title) <= 30, (key, title)                       # fits a half-width column at 1280
+
+
+def test_clock_dial_leaves_room_for_its_labels(open_page):
+    at = open_page("position", lang="en", params={"clock": 100})
+    layout = chart(at, "clock_chart")["layout"]
+    assert layout["polar"]["domain"]["x"][1] >= 0.5 and layout["legend"]["x"] > layout["polar"]["domain"]["x"][1]
+    assert layout["margin"]["l"] >= 40                              # "180°" is drawn left of the dial
+    assert layout["height"] >= 450
+
+
+def test_chinese_prompt_reads_as_characters(open_page):
+    at = open_page("position", lang="zh-Hans", prompt="我吃魚，魚吃我。")
+    assert not at.exception
+    options = at.selectbox(key="qpos").options
+    assert "0: 我¹" in options and not any("<E" in o for o in options)
+    each = chart(at, "turn_each")["data"]
+    after = next(t for t in each if t.get("mode") == "markers+text")
+    assert after["text"][4] == "魚¹"

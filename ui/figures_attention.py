@@ -30,6 +30,28 @@ def _row_height(n: int, per_row: int = 26, base: int = 140) -> int:
     return base + per_row * n
 
 
+def rows_height(rows: int) -> int:
+    """Height of a chart with one heatmap row per token: 22 px a row, 15 on a long prompt
+    (the labels then thin out instead of the chart growing past a screen and a half)."""
+    return max(320, 170 + (22 if rows <= 24 else 15) * rows)
+
+
+ALL_LABELS_UP_TO = 16   # bars; a longer row labels only its largest weights
+LABELLED_TOP = 6
+
+
+def weight_texts(weights: Sequence[float]) -> list[str]:
+    """Value labels for the softmax bars, readable at any prompt length: every bar while
+    there are few (one decimal), else only the LABELLED_TOP largest weights of at least
+    1% (whole percent), so that the labels keep their size instead of shrinking to the
+    width of a bar."""
+    values = [float(w) for w in weights]
+    if len(values) <= ALL_LABELS_UP_TO:
+        return [f"{v:.1%}" for v in values]
+    top = set(sorted(range(len(values)), key=lambda i: -values[i])[:LABELLED_TOP])
+    return [f"{v:.0%}" if i in top and v >= 0.01 else "" for i, v in enumerate(values)]
+
+
 def qk_figure(q: Sequence[float], keys: Sequence[Sequence[float]], key_labels: list[str],
               query_label: str, tr: Tr) -> go.Figure:
     """Step 1: the query vector above the key vectors it is compared with (each a row of
@@ -73,8 +95,9 @@ def score_steps_figure(raw: Sequence[float], scaled: Sequence[float], weights: S
         if row <= 2:
             colours = [GREY if i > query else c for i, c in enumerate(colours)]
         fig.add_trace(go.Bar(x=xs, y=values, marker_color=colours, showlegend=False,
-                             text=[format(v, fmt) for v in values] if row == 4 else None,
-                             textposition="outside", cliponaxis=False,
+                             text=weight_texts(values) if row == 4 else None,
+                             textposition="outside", cliponaxis=False, constraintext="none",
+                             textfont=dict(size=theme.FONT_SIZE - 2),
                              hovertemplate=f"%{{x}}: %{{y:{fmt}}}<extra></extra>"), row, 1)
     if future:
         fig.add_trace(go.Scatter(x=[labels[i] for i in future], y=[0] * len(future), mode="text",
@@ -126,33 +149,43 @@ def pattern_figure(pattern: Sequence[Sequence[float]], labels: list[str], query:
     return fig
 
 
-LINES_WINDOW = 40
+LINES_ALL_UP_TO = 16   # the lines view draws every key up to this many ...
+LINES_TOP = 12         # ... and beyond, only the keys with the most weight, this many
 
 
-def lines_figure(weights: Sequence[float], labels: list[str], query: int, tr: Tr) -> tuple[go.Figure, int]:
-    """The query (left) with a line to every earlier token (right), thicker and darker for
-    more weight. Shows the last LINES_WINDOW keys up to the query; returns (figure, first
-    key shown)."""
-    first = max(0, query - LINES_WINDOW + 1)
-    keys = list(range(first, query + 1))
+def lines_figure(weights: Sequence[float], labels: list[str], query: int, tr: Tr) -> tuple[go.Figure, list[int]]:
+    """The query (left) with a line to each of the keys it weights most (right), thicker and
+    darker for more weight, the keys in text order. Every key of a short prompt, else the
+    keys with the most weight (at most LINES_TOP, none under 0.5%), so the chart keeps its
+    size on a long prompt; returns (figure, the key positions drawn)."""
+    visible = list(range(query + 1))
+    if len(visible) <= LINES_ALL_UP_TO:
+        keys = visible
+    else:   # the largest weights, leaving out those under half a percent (the top one always stays)
+        ranked = sorted(visible, key=lambda j: -float(weights[j]))[:LINES_TOP]
+        keys = sorted(ranked[:1] + [j for j in ranked[1:] if float(weights[j]) >= 0.005])
+    rows = {j: r for r, j in enumerate(keys)}          # one row per drawn key, no gaps
+    mid = (len(keys) - 1) / 2
     fig = go.Figure()
     for j in keys:
         w = float(weights[j])
         if w < 0.005:
             continue
-        fig.add_trace(go.Scatter(x=[0, 1], y=[query, j], mode="lines", showlegend=False,
+        fig.add_trace(go.Scatter(x=[0, 1], y=[mid, rows[j]], mode="lines", showlegend=False,
                                  line=dict(color=KEY_COLOUR, width=1 + 14 * w),
                                  opacity=min(1.0, 0.25 + w), hoverinfo="skip"))
     fig.add_trace(go.Scatter(
-        x=[1] * len(keys), y=keys, mode="text", text=[f"{labels[j]}  {float(weights[j]):.0%}" for j in keys],
+        x=[1] * len(keys), y=[rows[j] for j in keys], mode="text",
+        text=[f"{labels[j]} {float(weights[j]):.0%}" for j in keys],
         textposition="middle right", showlegend=False, textfont=dict(size=15),
         hovertemplate="%{text}<extra></extra>"))
-    fig.add_trace(go.Scatter(x=[0], y=[query], mode="text", text=[labels[query]], textposition="middle left",
+    fig.add_trace(go.Scatter(x=[0], y=[mid], mode="text", text=[labels[query]], textposition="middle left",
                              textfont=dict(size=16, color=QUERY_COLOUR), showlegend=False, hoverinfo="skip"))
-    fig.update_xaxes(visible=False, range=[-0.9, 2.0])
-    fig.update_yaxes(visible=False, range=[query + 0.8, first - 0.8])
-    fig.update_layout(title=tr("fig.lines_title"), height=_row_height(len(keys), 24, 120))
-    return fig, first
+    # x: the query's label left of 0, the lines from 0 to 1, the keys' labels right of 1.
+    fig.update_xaxes(visible=False, range=[-0.9, 2.5])
+    fig.update_yaxes(visible=False, range=[len(keys) - 0.2, -0.8])
+    fig.update_layout(title=tr("fig.lines_title"), height=_row_height(len(keys), 28, 110))
+    return fig, keys
 
 
 def scale_figure(w_scaled: Sequence[float], w_unscaled: Sequence[float], labels: list[str], query: int,
@@ -165,9 +198,14 @@ def scale_figure(w_scaled: Sequence[float], w_unscaled: Sequence[float], labels:
     fig.add_bar(x=xs, y=[float(w) for w in w_unscaled[: query + 1]], name=tr("fig.without_scale"),
                 marker_color=SCALE_OFF_COLOUR, marker_pattern_shape="/",
                 hovertemplate="%{x}: %{y:.1%}<extra></extra>")
-    fig.update_layout(barmode="group", title=tr("fig.scale_title"), legend=dict(orientation="h", y=-0.3, x=0,
-                                                                               yanchor="top"))
-    fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, 1.05])
+    # The legend sits inside the plot, in the room left above 100%: below the plot it would
+    # meet the x-axis title (whose place depends on how long the tilted token labels are),
+    # above it the title (which wraps on a narrow screen).
+    fig.update_layout(barmode="group", title=tr("fig.scale_title"),
+                      legend=dict(orientation="h", x=1, xanchor="right", y=1, yanchor="top",
+                                  bgcolor="rgba(255,255,255,0.85)"))
+    fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, 1.4],
+                     tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
     fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if len(xs) > 12 else 0)
     return fig
 

@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 import torch
-from plotly.subplots import make_subplots
 
 from ui import theme
 from ui.tokens import plot_label
@@ -18,15 +17,19 @@ GRID = "#e5e7eb"
 
 
 def sinusoid_heatmap(pe: torch.Tensor, title: str, x_title: str, y_title: str, colorbar: str,
-                     hover_tokens: Sequence[str] | None = None) -> go.Figure:
-    """PE [pos, d] as a heatmap: positions down, dimensions across."""
+                     hover_tokens: Sequence[str] | None = None, x_word: str | None = None) -> go.Figure:
+    """PE [pos, d] as a heatmap: positions down, dimensions across. ``hover_tokens``: the
+    prompt's token at each position (plain text, escaped here); ``x_word``: the dimension
+    word in the hover (the axis title by default)."""
     n = pe.shape[0]
+    x_word = x_word or x_title
     heat = go.Heatmap(z=pe.numpy(), colorscale=theme.DIVERGING, zmid=0, zmin=-1, zmax=1,
                       colorbar=dict(title=dict(text=colorbar, side="right"), thickness=14),
-                      hovertemplate=y_title + " %{y} · " + x_title + " %{x}: %{z:.3f}<extra></extra>")
+                      hovertemplate=y_title + " %{y} · " + x_word + " %{x}: %{z:.3f}<extra></extra>")
     if hover_tokens:
-        labels = [[hover_tokens[p] if p < len(hover_tokens) else "" for _ in range(pe.shape[1])] for p in range(n)]
-        heat.update(customdata=labels, hovertemplate=y_title + " %{y} %{customdata} · " + x_title
+        shown = [f"({plot_label(t)})" for t in hover_tokens]
+        labels = [[shown[p] if p < len(shown) else "" for _ in range(pe.shape[1])] for p in range(n)]
+        heat.update(customdata=labels, hovertemplate=y_title + " %{y} %{customdata} · " + x_word
                     + " %{x}: %{z:.3f}<extra></extra>")
     fig = go.Figure(heat)
     fig.update_layout(title=title)
@@ -49,22 +52,37 @@ def waves_figure(pe: torch.Tensor, dims: Sequence[int], names: Sequence[str], ti
     return fig
 
 
-def clock_figure(angles: Sequence[float], names: Sequence[str], title: str) -> go.Figure:
+def clock_figure(angles: Sequence[float], names: Sequence[str], title: str, legend_title: str | None = None,
+                 hover_names: Sequence[str] | None = None) -> go.Figure:
     """Clock hands: one hand per pair at angle (radians, counter-clockwise from 3 o'clock),
-    faster pairs drawn longer and thinner, like a second hand."""
+    faster pairs drawn longer and thinner, like a second hand. ``names``: short legend
+    entries under ``legend_title``; ``hover_names``: the longer text shown on hover."""
     fig = go.Figure()
     n = len(angles)
-    for i, (angle, name) in enumerate(zip(angles, names)):
+    hover_names = hover_names or names
+    for i, (angle, name, hover) in enumerate(zip(angles, names, hover_names)):
         length = 1.0 - 0.55 * i / max(1, n - 1)
         deg = math.degrees(angle) % 360
         fig.add_scatterpolar(r=[0, length], theta=[deg, deg], mode="lines+markers", name=name,
                              line=dict(color=theme.OKABE_ITO[i % len(theme.OKABE_ITO)], width=2 + 2.2 * i / max(1, n - 1)),
-                             marker=dict(size=[0, 9]), hovertemplate=name + " · %{theta:.0f}°<extra></extra>")
-    fig.update_layout(title=title, showlegend=True, legend=dict(orientation="v", x=0.66, y=0.5),
-                      polar=dict(domain=dict(x=[0.05, 0.6]), angularaxis=dict(direction="counterclockwise", rotation=0, showticklabels=True,
-                                                  tickfont=dict(size=theme.FONT_SIZE - 4)),
+                             marker=dict(size=[0, 9]), hovertemplate=hover + " · %{theta:.0f}°<extra></extra>")
+    # The dial takes most of the width and a short legend sits at its right. Plotly fits the
+    # angle labels ("180°", "0°") just around the dial's domain: the margin on the left and
+    # the gap before the legend keep them in view.
+    fig.update_layout(title=title, showlegend=True,
+                      legend=dict(orientation="v", x=0.8, xanchor="left", y=0.5, yanchor="middle",
+                                  title=dict(text=legend_title) if legend_title else None),
+                      margin=dict(l=40, r=10, t=70, b=20),
+                      polar=dict(domain=dict(x=[0.0, 0.7], y=[0.0, 1.0]),
+                                 angularaxis=dict(direction="counterclockwise", rotation=0, showticklabels=True,
+                                                  tickfont=dict(size=theme.FONT_SIZE - 2)),
                                  radialaxis=dict(visible=False, range=[0, 1.05])))
     return fig
+
+
+def period_text(period: float) -> str:
+    """A period in tokens for a legend: one decimal while short, whole tokens once long."""
+    return f"{period:,.1f}" if period < 100 else f"{period:,.0f}"
 
 
 def ladder_figure(thetas: torch.Tensor, periods: torch.Tensor, context: int, title: str, x_title: str,
@@ -152,35 +170,48 @@ def _square(fig: go.Figure, radius: float, title: str, axis: Sequence[str]) -> N
                      scaleanchor="x", scaleratio=1)
 
 
-def relative_figure(distances: Sequence[int], positions: Sequence[int], scores: torch.Tensor,
-                    curve_d: Sequence[int], curve: torch.Tensor, actual: tuple[int, float] | None,
-                    titles: Sequence[str], x_titles: Sequence[str], y_title: str, line_name: str,
-                    actual_name: str) -> go.Figure:
-    """Left: score against the key's absolute position, one flat line per distance.
-    Right: score against distance, with the model's own score for the chosen pair marked."""
-    fig = make_subplots(rows=1, cols=2, subplot_titles=list(titles), horizontal_spacing=0.12,
-                        column_widths=[0.5, 0.5])
+def relative_figure(distances: Sequence[int], positions: Sequence[int], scores: torch.Tensor, title: str,
+                    x_title: str, y_title: str, line_name: str, legend_title: str) -> go.Figure:
+    """Score against the key's absolute position, one line per distance: flat lines, since
+    the score depends on the distance only. The legend names each line by its distance
+    alone, under ``legend_title``, so that it fits one or two rows of a narrow column."""
+    fig = go.Figure()
     for n, d in enumerate(distances):
         fig.add_scatter(x=[str(p) for p in positions], y=scores[n].tolist(), mode="lines+markers",
-                        name=line_name.format(d=d), line=dict(color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)], width=2.5),
-                        hovertemplate=line_name.format(d=d) + " · %{x}: %{y:.4f}<extra></extra>", row=1, col=1)
+                        name=str(d), line=dict(color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)], width=2.5),
+                        hovertemplate=line_name.format(d=d) + " · %{x}: %{y:.4f}<extra></extra>")
+    fig.update_xaxes(title_text=x_title, type="category")
+    fig.update_yaxes(title_text=y_title)
+    # The legend between the title and the plot: below it, it would meet the axis title
+    # whenever the position labels are drawn tilted (a narrow column).
+    fig.update_layout(title=title, legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom",
+                                               title=dict(text=legend_title)),
+                      margin=dict(l=10, r=10, t=140, b=10))
+    return fig
+
+
+def distance_figure(distances: Sequence[int], curve_d: Sequence[int], curve: torch.Tensor,
+                    actual: tuple[int, float] | None, title: str, x_title: str, y_title: str, line_name: str,
+                    actual_name: str) -> go.Figure:
+    """Score against distance for the same q and k, the distances of relative_figure marked
+    in its colours and the model's own score for the chosen pair as a star."""
+    fig = go.Figure()
     fig.add_scatter(x=list(curve_d), y=curve.tolist(), mode="lines", showlegend=False,
-                    line=dict(color=theme.OKABE_ITO[7], width=2), hovertemplate="%{x}: %{y:.3f}<extra></extra>",
-                    row=1, col=2)
+                    line=dict(color=theme.OKABE_ITO[7], width=2), hovertemplate="%{x}: %{y:.3f}<extra></extra>")
     for n, d in enumerate(distances):
         if d in curve_d:
             fig.add_scatter(x=[d], y=[float(curve[list(curve_d).index(d)])], mode="markers", showlegend=False,
                             marker=dict(size=9, color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)]),
-                            hoverinfo="skip", row=1, col=2)
+                            hovertemplate=line_name.format(d=d) + ": %{y:.4f}<extra></extra>")
     if actual is not None:
         fig.add_scatter(x=[actual[0]], y=[actual[1]], mode="markers", name=actual_name,
                         marker=dict(size=16, symbol="star", color=theme.OKABE_ITO[3], line=dict(color="white", width=1)),
-                        hovertemplate=actual_name + ": %{y:.4f}<extra></extra>", row=1, col=2)
-    fig.update_xaxes(title_text=x_titles[0], type="category", row=1, col=1)
-    fig.update_xaxes(title_text=x_titles[1], row=1, col=2)
-    fig.update_yaxes(title_text=y_title, row=1, col=1)
-    fig.update_yaxes(title_text=y_title, row=1, col=2)
-    fig.update_layout(legend=dict(orientation="h", y=-0.22, x=0))
+                        hovertemplate=actual_name + ": %{y:.4f}<extra></extra>")
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title)
+    fig.update_layout(title=title, showlegend=actual is not None,
+                      legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom"),
+                      margin=dict(l=10, r=10, t=100, b=10))
     return fig
 
 
@@ -195,7 +226,9 @@ def worked_example_figure(before: Sequence[float], after: Sequence[float], degre
     for n, (vec, name) in enumerate(zip((before, after), names)):
         fig.add_annotation(x=vec[0], y=vec[1], ax=0, ay=0, xref="x", yref="y", axref="x", ayref="y",
                            showarrow=True, arrowhead=3, arrowwidth=3, arrowcolor=theme.OKABE_ITO[n])
-        fig.add_scatter(x=[vec[0]], y=[vec[1]], mode="markers+text", text=[name], textposition="middle right",
+        # the turned vector's (long) label ends at its tip, so that it stays inside a narrow chart
+        fig.add_scatter(x=[vec[0]], y=[vec[1]], mode="markers+text", text=[name],
+                        textposition="middle right" if n == 0 else "top left",
                         marker=dict(size=8, color=theme.OKABE_ITO[n]), showlegend=False, hoverinfo="skip")
     fig.update_layout(title=title)
     fig.update_xaxes(range=[-0.5, r * 1.6], zeroline=True, dtick=1)

@@ -114,7 +114,7 @@ def attention_steps(lm, run, layer: int, head: int, query: int) -> AttentionStep
 def entropy_bits(weights: torch.Tensor) -> float:
     """Entropy of a probability vector in bits (0 when all weight is on one token)."""
     p = weights[weights > 0].double()
-    return float(-(p * p.log2()).sum())
+    return max(0.0, float(-(p * p.log2()).sum()))      # never -0.0 (all weight on one token)
 
 
 @dataclass(frozen=True)
@@ -165,6 +165,14 @@ def find_heads_attending(lm, run, query: int, key: int, top: int = 5) -> list[He
     order = torch.argsort(flat, descending=True)[:top]
     n_heads = grid.shape[1]
     return [HeadHit(int(i) // n_heads, int(i) % n_heads, float(flat[i])) for i in order]
+
+
+def heads_tied_for_most(run, n_layers: int, query: int, key: int, tol: float = 1e-4) -> int:
+    """How many heads put the largest weight from ``query`` onto ``key`` (within ``tol``):
+    1 when one head stands out; every head when the query is the first token (each gives
+    it 100%, having nothing else to look at). Needs pattern_names(n_layers)."""
+    grid = attention_between(run, n_layers, query, key)                # [n_layers, n_heads]
+    return int((grid >= grid.max() - tol).sum())
 
 
 def strongest_link(lm, run, query: int) -> tuple[int, HeadHit] | None:

@@ -88,6 +88,19 @@ class PairTrack:
     turned: torch.Tensor         # [pos] angle_after - angle_before wrapped to (-pi, pi]
     expected: torch.Tensor       # [pos] position * theta wrapped to (-pi, pi]
 
+    @property
+    def max_turn_error(self) -> float:
+        """Largest difference, in radians, between how far each position's pair turned and
+        position * theta: the difference itself wrapped to (-pi, pi] (so that pi and -pi
+        count as equal), over the positions whose pair is long enough to have a direction
+        (a pair of zeros has none)."""
+        if self.turned.numel() == 0:
+            return 0.0
+        length = self.before.norm(dim=1)
+        has_direction = length > 1e-6 * max(float(length.max()), 1e-30)
+        diff = _wrap(self.turned - self.expected).abs()[has_direction]
+        return float(diff.max()) if diff.numel() else 0.0
+
 
 def _wrap(angle: torch.Tensor) -> torch.Tensor:
     """Angles to (-pi, pi]."""
