@@ -137,3 +137,28 @@ def test_final_vector_gives_the_logits(lm):
     assert sweep[2].top_prob == pytest.approx(float(p1.max()), abs=1e-6)
     need = int((p1.sort(descending=True).values.cumsum(0) < 0.9).sum()) + 1
     assert sweep[2].tokens_for_90 == need
+
+
+# --------------------------------------------------------------------------- facts behind the Try-this lines
+
+def test_prompt_facts_by_hand(logits):
+    f = sd.prompt_facts(logits, t_cold=0.5, t_hot=1.5, top_p=0.9, top_k=40, n_top=10)
+    p = logits.softmax(-1)
+    assert f.best == int(p.argmax()) and f.p == pytest.approx(float(p.max()))
+    assert f.p_cold == pytest.approx(float((logits / 0.5).softmax(-1)[f.best]))
+    assert f.p_hot == pytest.approx(float((logits / 1.5).softmax(-1)[f.best]))
+    assert f.p_cold > f.p > f.p_hot                       # the favourite loses share as T rises
+    ranked = p.sort(descending=True).values.double()
+    assert f.n_top_p == int((ranked.cumsum(0) < 0.9).sum()) + 1
+    assert f.cut_top_k == pytest.approx(1 - float(ranked[:40].sum()), abs=1e-6)
+    assert f.entropy == pytest.approx(float(-(p * p.log2()).sum()), abs=1e-4)
+    assert f.top_ids == p.argsort(descending=True)[:10].tolist()
+
+
+def test_prompt_facts_of_a_certain_token():
+    x = torch.full((50,), -30.0)
+    x[7] = 10.0
+    f = sd.prompt_facts(x)
+    assert f.best == 7 and f.p == pytest.approx(1.0) and f.n_top_p == 1
+    assert f.entropy == pytest.approx(0.0, abs=1e-3) and math.copysign(1, f.entropy) == 1
+    assert f.cut_top_k == pytest.approx(0.0, abs=1e-6)

@@ -8,9 +8,11 @@ import json
 import pytest
 
 from lesson_model.analysis import generation_demo as gd
+from lesson_model.analysis import kv_memory as K
 from lesson_model.speculative import speculative_generate
 from ui import i18n
-from ui.tokens import label
+from ui.text import md_escape, shorten
+from ui.tokens import label, readable_texts
 
 pytestmark = pytest.mark.slow
 PROMPT = "The capital of France is"
@@ -27,7 +29,7 @@ def by_title(at, text: str) -> dict:
         titles = [spec["layout"].get("title", {}).get("text", "")]
         titles += [a.get("text", "") for a in spec["layout"].get("annotations", [])]   # subplot titles
         titles += [spec["layout"].get(ax, {}).get("title", {}).get("text", "") for ax in ("xaxis", "yaxis")]
-        if any(text in title for title in titles):
+        if any(text in title.replace("<br>", " ") for title in titles):     # titles wrap
             return spec
     raise AssertionError(f"no chart titled {text!r}")
 
@@ -116,7 +118,8 @@ def test_kv_cache_grid_and_numbers(open_page, lm):
     assert grid["data"][1]["x"][0] == pytest.approx(gd.kv_bytes_per_layer(lm.cfg, cached) / 1024)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Positions in the cache"] == str(cached)
-    assert metrics["Cache, all layers"] == f"{gd.kv_bytes(lm.cfg, cached) / 1024:,.0f} KB"
+    assert metrics["Cache, all layers"] == "{:.4g} {}".format(*K.human_bytes(gd.kv_bytes(lm.cfg, cached)))
+    assert metrics["Cache, all layers"].endswith(" KiB")              # binary units, as the heads lesson
     assert metrics["Positions computed this step"] == "1"
 
 
@@ -172,9 +175,96 @@ def test_chinese_and_emoji_prompts_step(open_page, lm, lang, prompt):
     assert not at.exception
     steps = expected(lm, prompt, 3, temperature=1.0, seed=2)
     assert len(table_tokens(at)) == 3
-    assert table_tokens(at) == [label(s.text) for s in steps]
+    # byte pieces read as the characters they belong to, across the prompt and the new tokens
+    seq = lm.tokenize(prompt) + lm.tokenizer.tokens([s.token_id for s in steps])
+    assert table_tokens(at) == [label(x) for x in readable_texts(seq)[-3:]]
 
 
 def test_empty_prompt(open_page):
     at = open_page("generation", prompt="")
     assert not at.exception and at.info and not at.get("plotly_chart")
+
+
+def notices(at) -> str:
+    return " ".join(m.value for m in at.markdown)
+
+
+def try_button(at, n: int):
+    return at.button(key=f"try_{n}")
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_chat_example_sets_greedy_and_stops_at_eos(open_page, lm, lang):
+    """The chat Try-this says the reply ends with <|im_end|> before the limit: the button sets
+    greedy decoding, and the model, run as the page runs it, does stop there."""
+    cat = i18n.catalog(lang)
+    chat = lm.chat_template([{"role": "user", "content": cat["generation.try.chat_question"]}])
+    at = open_page("generation", lang=lang, params={"max_new": "10", "step": "3"})
+    assert try_button(at, 2).label == md_escape(shorten(chat, 60))
+    try_button(at, 2).click().run()
+    assert not at.exception
+    assert at.slider(key="temperature").value == 0 and at.number_input(key="max_new").value == 24
+    assert at.slider(key="step").value == 0                          # a fresh start on the new prompt
+    at.button(key="gen_run").click().run()
+    steps = expected(lm, chat, 24, temperature=0)
+    assert steps[-1].stop == "eos" and len(steps) < 24                # the claim, from the model itself
+    assert steps[-1].token_id in lm.eos_token_ids and lm.token_text(steps[-1].token_id) == "<|im_end|>"
+    assert at.slider(key="step").value == len(steps)
+    assert at.success and not any(cat["generation.stop.length"][:8] in w.value for w in at.warning)
+    assert any(cat["generation.try.chat_why"] in m.value for m in at.markdown)
+
+
+def test_counting_example_switches_on_speculative_decoding(open_page, lm):
+    at = open_page("generation")
+    try_button(at, 0).click().run()
+    assert not at.exception
+    assert at.toggle(key="spec").value and at.slider(key="temperature").value == 0
+    prompt = i18n.catalog("en")["generation.try.1.prompt"]
+    result = speculative_generate(lm, prompt, 24, draft_layers=26, draft_len=4)
+    # "the draft agrees with the full model almost every time ... accepts whole rounds of guesses"
+    assert result.acceptance_rate >= 0.9 and any(r.bonus for r in result.rounds)
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Acceptance rate"] == f"{result.acceptance_rate:.0%}"
+    assert "guessed right most of the time" in notices(at)
+
+
+def test_pattern_example_greedy_continues_it_and_sampling_wanders(open_page, lm):
+    prompt = i18n.catalog("en")["generation.try.3.prompt"]
+    greedy = "".join(s.text for s in expected(lm, prompt, 24, temperature=0))
+    cycle = " green, blue, red,"
+    assert greedy == (cycle * 10)[:len(greedy)] and len(greedy) > 3 * len(cycle)     # exactly the pattern
+    sampled = "".join(s.text for s in expected(lm, prompt, 24, temperature=1.0, seed=1))
+    assert not (cycle * 10).startswith(sampled)                                       # wanders off it
+    at = open_page("generation")
+    try_button(at, 3).click().run()
+    assert at.slider(key="temperature").value == 0
+    at.button(key="gen_run").click().run()
+    assert not at.exception
+    assert "".join(table_tokens(at)).replace("·", " ") == greedy
+
+
+def test_long_prompt_continues_from_its_end(open_page, lm):
+    prompt = "Once upon a time a fox lived in the woods. " * 30 + "At the end of the story the fox"
+    ids = lm.encode(prompt)
+    assert len(ids) > 128
+    at = open_page("generation", prompt=prompt, params={"temperature": "0", "max_new": "2", "step": "1"})
+    assert not at.exception
+    steps = expected(lm, ids[-128:], 2, temperature=0)
+    assert table_tokens(at)[0] == label(steps[0].text)
+    assert "the last 128 tokens of your prompt" in " ".join(c.value for c in at.caption)
+    assert any("last 128" in w.value for w in at.warning)
+
+
+def test_sizes_in_binary_units_and_counts_in_words(open_page, lm):
+    at = open_page("generation", prompt=PROMPT, params={"temperature": "0", "max_new": "3", "step": "3"})
+    text = notices(at)
+    assert "KiB" in text and "MiB" in text and " KB" not in text and " MB" not in text
+    per_token = 2 * lm.cfg.n_layers * lm.cfg.n_kv_heads * lm.cfg.d_head * 4
+    assert f"adds {per_token / 1024:.4g} KiB" in text
+    assert "million multiply-adds" in text
+    zh = open_page("generation", lang="zh-Hant", prompt=PROMPT, params={"temperature": "0", "max_new": "3", "step": "3"})
+    assert "億次乘加" in notices(zh) and "百萬" not in notices(zh)
+    one = open_page("generation", prompt="Hello", params={"temperature": "0", "max_new": "1", "step": "1"})
+    assert not one.exception
+    assert "read 1 token " in notices(one) and "1 tokens" not in notices(one)
+    assert "limit of 1 new token," in notices(one)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import torch
@@ -25,7 +26,7 @@ def charts(at) -> list[dict]:
 
 def by_title(at, text: str) -> dict:
     for spec in charts(at):
-        title = spec["layout"].get("title", {}).get("text", "")
+        title = spec["layout"].get("title", {}).get("text", "").replace("<br>", " ")     # titles wrap
         if text in title:
             return spec
     raise AssertionError(f"no chart titled {text!r}")
@@ -41,7 +42,7 @@ def test_default_page_matches_the_model(open_page, lm, lang):
     assert not at.exception, [e.value for e in at.exception]
     cat = i18n.catalog(lang)
     assert at.title[0].value == cat["nav.sampling"]
-    assert len(at.get("plotly_chart")) == 7
+    assert len(at.get("plotly_chart")) == 8
     probs = last_logits(lm, cat["prompt.default"]).softmax(-1)
     top = by_title(at, cat["sampling.top.title"])
     shown = [p / 100 for p in top["data"][1]["x"]]                 # the probability bars, in percent
@@ -68,8 +69,8 @@ def test_settings_from_the_url_drive_the_figures(open_page, lm):
     p_final = next_token_distribution(logits, 0.7, 8, 0.9)
     n_kept = int((p_final > 0).sum())
     ba = by_title(at, i18n.catalog("en")["sampling.ba.title"])
-    order = logits.argsort(descending=True)[:len(ba["data"][1]["y"])]
-    assert [y / 100 for y in ba["data"][1]["y"]] == pytest.approx(p_final[order].tolist(), abs=1e-5)
+    order = logits.argsort(descending=True)[:len(ba["data"][1]["x"])]
+    assert [x / 100 for x in ba["data"][1]["x"]] == pytest.approx(p_final[order].tolist(), abs=1e-5)
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Tokens still possible"] == f"{n_kept:,}"
     cum = by_title(at, "Top-p")
@@ -97,8 +98,10 @@ def test_greedy_is_temperature_zero(open_page, lm):
     at = open_page("sampling", prompt="The capital of France is", params={"temperature": "0"})
     assert not at.exception
     assert any("greedy decoding" in i.value for i in at.info)
-    ba = by_title(at, "sampling uses")
-    assert ba["data"][1]["y"][0] == pytest.approx(100.0) and sum(ba["data"][1]["y"][1:]) == 0
+    ba = by_title(at, "Before and after")
+    assert ba["data"][1]["x"][0] == pytest.approx(100.0) and sum(ba["data"][1]["x"][1:]) == 0
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Entropy after the settings"] == "0.00 bits"           # never "-0.00"
     samples = by_title(at, "draws compared")
     assert samples["data"][1]["y"][0] == pytest.approx(100.0)          # every draw is the top token
     assert any("chosen every time" in m.value for m in at.markdown)
@@ -145,3 +148,80 @@ def test_settings_carry_over_to_generation(open_page):
     at.switch_page("app_pages/generation.py").run()
     assert not at.exception
     assert at.slider(key="temperature").value == 0.3 and at.slider(key="top_k").value == 12
+
+
+def notices(at) -> str:
+    return " ".join(m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_try_this_lines_hold_on_their_prompts(open_page, lm, lang):
+    """Each Try-this line states its point only because the model's numbers on that prompt bear
+    it out; the numbers are checked here straight from the model's logits."""
+    cat = i18n.catalog(lang)
+    at = open_page("sampling", lang=lang, prompt="Hello")
+    assert not at.exception
+    shown = [m.value for m in at.markdown]
+
+    def line(n: int) -> str:
+        why = cat[f"sampling.try.{n}.why"]
+        found = [m for m in shown if m.startswith(why)]
+        assert found, f"try {n}: its point is not shown (the page fell back to the plain line)"
+        return found[0]
+
+    def facts(n: int):
+        logits = last_logits(lm, cat[f"sampling.try.{n}.prompt"]).double()
+        p = logits.softmax(-1)
+        return logits, p, int(p.argmax())
+
+    # 1. confident, yet temperature matters: the favourite loses more than half its share at T = 1.5
+    logits, p, best = facts(1)
+    p_hot = float((logits / 1.5).softmax(-1)[best])
+    assert float(p[best]) >= 0.5 and p_hot < float(p[best]) / 2
+    assert f"{float(p[best]):.1%}" in line(1) and f"{p_hot:.1%}" in line(1)
+    # 2. an open question: the favourite under 20%, top-p 0.9 still keeps 100+ tokens
+    logits, p, best = facts(2)
+    kept = int((p.sort(descending=True).values.cumsum(0) < 0.9).sum()) + 1
+    assert float(p[best]) < 0.2 and kept >= 100
+    assert f"{kept:,}" in line(2)
+    # 3. counting: the likeliest token is a lone space; digits and spaces are tokens of their own
+    logits, p, best = facts(3)
+    assert lm.token_text(best) == " " and float(p[best]) > 0.5
+    assert [t.text for t in lm.tokenize(cat["sampling.try.3.prompt"])][:6] == ["1", ",", " ", "2", ",", " "]
+    line(3)
+    # 4. many continuations: entropy of 4+ bits, top-k 40 cuts off 10%+ of the probability
+    logits, p, best = facts(4)
+    bits = float(-(p * p.clamp_min(1e-300).log2()).sum())
+    cut = 1 - float(p.sort(descending=True).values[:40].sum())
+    assert bits >= 4 and cut >= 0.1
+    assert f"{cut:.1%}" in line(4)
+    # 5. Chinese: a third or more of the 10 likeliest tokens are byte pieces; most characters split
+    prompt = cat["sampling.try.5.prompt"]
+    logits, p, best = facts(5)
+    top10 = lm.tokenizer.tokens(p.topk(10).indices.tolist())
+    assert sum(t.is_partial for t in top10) >= 10 // 3
+    toks = lm.tokenize(prompt)
+    split = {ch for t in toks if t.is_partial for ch in prompt[t.start:t.end]}
+    hanzi = [ch for ch in prompt if "\u4e00" <= ch <= "\u9fff"]
+    assert len([ch for ch in hanzi if ch in split]) > len(hanzi) / 2
+    assert f"{sum(t.is_partial for t in top10)}" in line(5)
+
+
+def test_notices_read_right_on_odd_prompts(open_page, lm):
+    one = open_page("sampling", prompt="Hello", params={"samples": "1"})
+    assert not one.exception
+    text = notices(one)
+    assert "a single token" in text and not re.search(r"(?<![\d,.])1 tokens", text)
+    assert "single draw" in text and "out of 1 times" not in text
+    greedy = open_page("sampling", prompt="The capital of France is", params={"temperature": "0", "samples": "50"})
+    assert "all 50 draws were" in notices(greedy) and "different tokens came up" not in notices(greedy)
+    cut = open_page("sampling", prompt="The cat sat on the mat. " * 80 + "The dog")
+    assert not cut.exception
+    assert "the last 256 tokens" in notices(cut) and "`·dog`" in notices(cut)
+
+
+def test_chinese_prompt_labels_read_as_characters(open_page, lm):
+    at = open_page("sampling", lang="zh-Hant", prompt="我吃魚，魚吃我")
+    assert not at.exception
+    assert [t.text for t in lm.tokenize("我")] == ["<E6 88>", "<91>"]
+    assert "`我²`" in notices(at)                    # the last token, <91>, read as the second piece of 我

@@ -97,10 +97,14 @@ def candidates_figure(tr: T, labels: Sequence[str], p_model: Sequence[float], p_
     else:
         fig.data[0].marker.color = [ORANGE if i == chosen else LIGHT for i in range(len(labels))]
     values = p_final if not greedy else p_model
-    if chosen is not None:
-        fig.add_annotation(y=labels[chosen], x=values[chosen] * 100, text=tr("cand.chosen"), showarrow=True,
-                           arrowhead=2, ax=40, ay=0, xanchor="left", font=dict(color=VERMILION))
     top = max(values) * 100 if greedy else max(max(p_model), max(p_final)) * 100
+    if chosen is not None:
+        if values[chosen] * 100 > 0.6 * top:     # a long bar: the label inside its end, never past the edge
+            fig.add_annotation(y=labels[chosen], x=values[chosen] * 100, text=tr("cand.chosen"), showarrow=False,
+                               xanchor="right", xshift=-4, font=dict(color="#ffffff"), bgcolor=VERMILION)
+        else:
+            fig.add_annotation(y=labels[chosen], x=values[chosen] * 100, text=tr("cand.chosen"), showarrow=True,
+                               arrowhead=2, ax=40, ay=0, xanchor="left", font=dict(color=VERMILION))
     fig.update_layout(barmode="group", title=tr(title_key), bargap=0.25,
                       legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"))
     fig.update_yaxes(autorange="reversed", type="category", title=tr("cand.y"))
@@ -122,7 +126,8 @@ def kv_grid_figure(tr: T, n_prompt: int, n_new: int, n_layers: int, x_labels: Se
     scale = [[0, LIGHT], [0.33, LIGHT], [0.33, SKY], [0.66, SKY], [0.66, VERMILION], [1, VERMILION]]
     names = [tr("kv.kind_prompt"), tr("kv.kind_generated"), tr("kv.kind_new")]
     fig = make_subplots(rows=1, cols=2, shared_yaxes=True, column_widths=[0.8, 0.2], horizontal_spacing=0.02,
-                        subplot_titles=(tr("kv.grid_title", n=n), tr("kv.kb_title")))
+                        subplot_titles=("", tr("kv.kb_title")))
+    fig.update_layout(title=tr("kv.grid_title", n=n))     # the figure's title, so it wraps on a narrow screen
     fig.add_trace(go.Heatmap(
         z=z, x=list(range(n)), y=list(range(n_layers)), zmin=0, zmax=2, colorscale=scale, showscale=False,
         xgap=1, ygap=1, customdata=[[names[k] for k in kinds] for _ in range(n_layers)],

@@ -17,10 +17,13 @@ from plotly.subplots import make_subplots
 
 from ui import state, theme
 from ui.i18n import t
+from ui.text import num
+from ui.tokens import readable_texts
 
 T = Callable[..., str]
 BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = theme.OKABE_ITO[:6]
 GREY = "#9ca3af"
+VALUE_FONT = 14      # value labels on bars (px): readable on a projector
 LIGHT = "#d1d5db"
 INSIDE_LEGEND = dict(orientation="h", x=0.5, xanchor="center", y=0.99, yanchor="top", bgcolor="rgba(255,255,255,0.85)")
 
@@ -82,6 +85,26 @@ def seed_control(container=None) -> int:
                          help=t("sampling.settings.seed_help"), container=container)
 
 
+def next_token_texts(lm, context: Sequence, ids: Sequence[int]) -> list[str]:
+    """Display text of each candidate id as the token after ``context`` (the prompt's Tokens):
+    a byte piece that completes a character split at the end of the context reads as that
+    character and its piece number ("我²", see ui.tokens.readable_texts); a piece that only
+    starts a new character stays as bytes ("<E8>"), since no character is known yet."""
+    tail = list(context[-3:])          # a UTF-8 character has at most 4 bytes: 3 earlier pieces at most
+    out = []
+    for tok in lm.tokenizer.tokens([int(i) for i in ids]):
+        out.append(readable_texts(tail + [tok])[-1] if tail and tok.is_partial else tok.text)
+    return out
+
+
+def sequence_texts(lm, context: Sequence, ids: Sequence[int]) -> list[str]:
+    """Display texts of generated ids continuing ``context`` (the prompt's Tokens), byte pieces
+    read as their characters across the whole sequence ("我¹", "我²")."""
+    new = lm.tokenizer.tokens([int(i) for i in ids])
+    tail = list(context[-3:])
+    return readable_texts(tail + new)[len(tail):]
+
+
 # --------------------------------------------------------------------------- 1. last vector -> logits
 
 def vector_strip_figure(tr: T, vector: Sequence[float], d_model: int) -> go.Figure:
@@ -117,18 +140,20 @@ def logit_histogram_figure(tr: T, edges: Sequence[float], counts: Sequence[int],
 
 def top_candidates_figure(tr: T, labels: Sequence[str], logits: Sequence[float], probs: Sequence[float]) -> go.Figure:
     """The best tokens: their logits (left) and softmax probabilities (right), sharing the token axis."""
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.04,
+    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.06,
                         subplot_titles=(tr("top.logits"), tr("top.probs")))
     fig.add_bar(x=list(logits), y=list(labels), orientation="h", marker_color=GREY, row=1, col=1,
-                text=[f"{v:.2f}" for v in logits], textposition="inside", insidetextanchor="end",
+                text=[num(v) for v in logits], textposition="inside", insidetextanchor="end",
+                textfont=dict(size=VALUE_FONT), constraintext="none",
                 hovertemplate="%{y}: %{x:.3f}<extra></extra>", name=tr("top.logits"))
     fig.add_bar(x=[p * 100 for p in probs], y=list(labels), orientation="h", marker_color=BLUE, row=1, col=2,
                 text=[f"{p:.1%}" for p in probs], textposition="outside", cliponaxis=False,
+                textfont=dict(size=VALUE_FONT), constraintext="none",
                 hovertemplate="%{y}: %{x:.2f}%<extra></extra>", name=tr("top.probs"))
     lo = min(logits)
     fig.update_xaxes(range=[min(0.0, lo - 1), max(logits) * 1.02 if max(logits) > 0 else 0], row=1, col=1,
                      title=tr("top.logit_x"))
-    fig.update_xaxes(range=[0, max(probs) * 100 * 1.25], row=1, col=2, title=tr("top.prob_x"))
+    fig.update_xaxes(range=[0, max(probs) * 100 * 1.3], row=1, col=2, title=tr("top.prob_x"))
     fig.update_yaxes(autorange="reversed", type="category", row=1, col=1)
     fig.update_layout(showlegend=False, title=tr("top.title"))
     return fig
@@ -138,19 +163,32 @@ def top_candidates_figure(tr: T, labels: Sequence[str], logits: Sequence[float],
 
 def before_after_figure(tr: T, labels: Sequence[str], p_model: Sequence[float], p_final: Sequence[float],
                         kept: Sequence[bool]) -> go.Figure:
-    """The model's probabilities next to the ones sampling uses after the settings; cut tokens greyed."""
+    """The model's probabilities next to the ones sampling uses after the settings, as horizontal
+    bars (best at the top) with readable value labels; a cut token is marked with a cross."""
     fig = go.Figure()
-    fig.add_bar(x=list(labels), y=[p * 100 for p in p_model], name=tr("ba.model"), marker_color=LIGHT,
-                marker_line=dict(color=GREY, width=1), hovertemplate="%{x}: %{y:.2f}%<extra></extra>")
-    fig.add_bar(x=list(labels), y=[p * 100 for p in p_final], name=tr("ba.final"),
+    fig.add_bar(y=list(labels), x=[p * 100 for p in p_model], orientation="h", name=tr("ba.model"),
+                marker_color=LIGHT, marker_line=dict(color=GREY, width=1),
+                hovertemplate="%{y}: %{x:.2f}%<extra></extra>")
+    fig.add_bar(y=list(labels), x=[p * 100 for p in p_final], orientation="h", name=tr("ba.final"),
                 marker_color=[BLUE if k else "rgba(0,0,0,0)" for k in kept],
-                text=[f"{p:.0%}" if p >= 0.005 else ("" if k else "✕") for p, k in zip(p_final, kept)],
-                textposition="outside", cliponaxis=False, hovertemplate="%{x}: %{y:.2f}%<extra></extra>")
+                text=[pct_label(p) if k else "✕" for p, k in zip(p_final, kept)],
+                textposition="outside", cliponaxis=False, textfont=dict(size=VALUE_FONT), constraintext="none",
+                hovertemplate="%{y}: %{x:.2f}%<extra></extra>")
     top = max(max(p_model), max(p_final)) * 100
-    fig.update_layout(barmode="group", title=tr("ba.title"), legend=INSIDE_LEGEND)
-    fig.update_xaxes(title=tr("ba.x"), type="category", tickangle=-45)
-    fig.update_yaxes(title=tr("ba.y"), range=[0, top * 1.4])
+    fig.update_layout(barmode="group", title=tr("ba.title"), bargap=0.2, bargroupgap=0.05,
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.12, yanchor="top"))
+    fig.update_yaxes(title=tr("ba.x"), type="category", autorange="reversed")
+    fig.update_xaxes(title=tr("ba.y"), range=[0, top * 1.25 or 1])
     return fig
+
+
+def pct_label(p: float) -> str:
+    """A probability as a short bar label: 23%, 4.2%, 0.3%, <0.1%."""
+    if p >= 0.1:
+        return f"{p:.0%}"
+    if p >= 0.001:
+        return f"{p:.1%}"
+    return "<0.1%" if p > 0 else "0%"
 
 
 def cumulative_figure(tr: T, labels: Sequence[str], cumulative: Sequence[float], top_p: float,
@@ -179,25 +217,23 @@ def cumulative_figure(tr: T, labels: Sequence[str], cumulative: Sequence[float],
 
 # --------------------------------------------------------------------------- 3. temperature
 
-def temperature_curves_figure(tr: T, temps: Sequence[float], toy: dict[str, list[float]],
-                              real: dict[str, list[float]], marks: Sequence[float]) -> go.Figure:
-    """Probability against temperature: the four-candidate example (left) and this prompt (right)."""
-    fig = make_subplots(rows=1, cols=2, shared_yaxes=True, horizontal_spacing=0.05,
-                        subplot_titles=(tr("curves.toy"), tr("curves.real")))
+def temperature_curves_figure(tr: T, title: str, temps: Sequence[float], series: dict[str, list[float]],
+                              marks: Sequence[float]) -> go.Figure:
+    """Probability against temperature for a few candidates, one panel (the page draws the
+    four-candidate example and this prompt's top tokens side by side; on a phone they stack)."""
+    fig = go.Figure()
     dashes = ["solid", "dash", "dot", "dashdot"]
-    for col, series in ((1, toy), (2, real)):
-        for i, (name, ys) in enumerate(series.items()):
-            fig.add_scatter(x=list(temps), y=[y * 100 for y in ys], mode="lines", name=name, row=1, col=col,
-                            line=dict(color=theme.OKABE_ITO[i % 8], dash=dashes[i % 4], width=2.5),
-                            legendgroup=str(col), legendgrouptitle_text=tr("curves.toy" if col == 1 else "curves.real"),
-                            hovertemplate=f"{name}<br>T=%{{x:.2f}}: %{{y:.1f}}%<extra></extra>")
-    for m in marks:
-        if m > 0:
-            fig.add_vline(x=m, line=dict(color=LIGHT, width=1))
-    fig.update_xaxes(type="log", title=tr("curves.x"), tickvals=[0.1, 0.2, 0.5, 1, 2, 5], ticktext=["0.1", "0.2", "0.5",
-                                                                                                   "1", "2", "5"])
-    fig.update_yaxes(title=tr("curves.y"), range=[0, 102], row=1, col=1)
-    fig.update_layout(legend=dict(groupclick="toggleitem"))
+    for i, (name, ys) in enumerate(series.items()):
+        fig.add_scatter(x=list(temps), y=[y * 100 for y in ys], mode="lines", name=name,
+                        line=dict(color=theme.OKABE_ITO[i % 8], dash=dashes[i % 4], width=2.5),
+                        hovertemplate=f"{name}<br>T=%{{x:.2f}}: %{{y:.1f}}%<extra></extra>")
+    fig.update_layout(
+        title=title, legend=dict(orientation="h", x=0, xanchor="left", y=-0.28, yanchor="top"),
+        shapes=[dict(type="line", x0=m, x1=m, y0=0, y1=1, yref="paper", line=dict(color=LIGHT, width=1))
+                for m in marks if m > 0])
+    fig.update_xaxes(type="log", title=tr("curves.x"), tickvals=[0.1, 0.2, 0.5, 1, 2, 5],
+                     ticktext=["0.1", "0.2", "0.5", "1", "2", "5"])
+    fig.update_yaxes(title=tr("curves.y"), range=[-4, 104], tickvals=[0, 20, 40, 60, 80, 100])   # 0 clear of the x ticks
     return fig
 
 

@@ -85,18 +85,20 @@ class Lesson:
         st.subheader(t("lesson.notice"), anchor=False)
         st.markdown("\n".join(f"- {line}" for line in observations))
 
-    def try_this(self, examples: Sequence[tuple[str, str]] | None = None) -> None:
+    def try_this(self, examples: Sequence[tuple] | None = None) -> None:
         """Try this: one-click prompts. By default the catalog's ``try.<n>.prompt`` and
-        ``try.<n>.why`` keys of this lesson, in order of n."""
+        ``try.<n>.why`` keys of this lesson, in order of n. An example may carry a third item,
+        the URL-bound control values its "why" relies on (e.g. ``{"temperature": 0.0}``), which
+        the button sets along with the prompt."""
         if examples is None:
             numbers = sorted(int(m.group(1)) for key in i18n.catalog(i18n.DEFAULT_LANG)
                              if key.startswith(self.page + ".") and (m := _TRY_KEY.match(key[len(self.page) + 1:])))
             examples = [(self.t(f"try.{n}.prompt"), self.t(f"try.{n}.why")) for n in numbers]
         st.subheader(t("lesson.try"), anchor=False)
-        for n, (prompt, why) in enumerate(examples):
+        for n, (prompt, why, *values) in enumerate(examples):
             left, right = st.columns([2, 3], vertical_alignment="center")
-            left.button(md_escape(shorten(prompt, 60)), key=f"try_{n}", on_click=state.set_prompt,
-                        args=(prompt,), icon=":material/play_arrow:", width="stretch")
+            left.button(md_escape(shorten(prompt, 60)), key=f"try_{n}", on_click=_start_example,
+                        args=(prompt, values[0] if values else {}), icon=":material/play_arrow:", width="stretch")
             right.markdown(why)
 
     def math(self, worked_example: str | None = None) -> None:
@@ -114,6 +116,13 @@ class Lesson:
             for obj in objects:
                 st.markdown(f"`{obj.__module__}.{obj.__qualname__}`")
                 st.code(inspect.getsource(obj), language="python", line_numbers=True)
+
+
+def _start_example(prompt: str, values: dict) -> None:
+    """A Try-this button's callback: its prompt, and the control values it relies on."""
+    state.set_prompt(prompt)
+    for key, value in values.items():
+        state.set_value(key, value)
 
 
 def coming_soon(page: str) -> None:

@@ -148,3 +148,39 @@ def sample_histogram(probs: torch.Tensor, n: int, seed: int | None, n_show: int 
         other_prob=max(0.0, 1.0 - p_shown), other_count=n - int(counts[shown].sum()), n=n,
         distinct=int((counts > 0).sum()),
         total_variation=0.5 * float((counts.double() / n - probs.double()).abs().sum()))
+
+
+# --------------------------------------------------------------------------- facts for the Try-this lines
+
+@dataclass(frozen=True)
+class PromptFacts:
+    """What the Try-this lines of the sampling lesson say about one prompt's next token."""
+    best: int                  # the most likely token id
+    p: float                   # its probability at temperature 1
+    p_cold: float              # ... at temperature t_cold
+    p_hot: float               # ... at temperature t_hot
+    t_cold: float
+    t_hot: float
+    entropy: float             # bits, temperature 1
+    top_p: float
+    n_top_p: int               # tokens top-p keeps at temperature 1
+    top_k: int
+    cut_top_k: float           # probability (temperature 1) top-k cuts off
+    top_ids: list[int]         # the n_top likeliest tokens, best first
+
+
+def prompt_facts(logits: torch.Tensor, t_cold: float = 0.5, t_hot: float = 1.5, top_p: float = 0.9,
+                 top_k: int = 40, n_top: int = 10) -> PromptFacts:
+    """The numbers behind a Try-this line, from one next-token logit vector [vocab]."""
+    logits = logits.float()
+    probs = next_token_distribution(logits, 1.0)                                       # [vocab]
+    best = int(probs.argmax())
+    kept_k = torch.isfinite(warp_logits(logits, 1.0, top_k, None))                     # [vocab]
+    kept_p = torch.isfinite(warp_logits(logits, 1.0, None, top_p))                     # [vocab]
+    return PromptFacts(
+        best=best, p=float(probs[best]),
+        p_cold=float(next_token_distribution(logits, t_cold)[best]),
+        p_hot=float(next_token_distribution(logits, t_hot)[best]), t_cold=t_cold, t_hot=t_hot,
+        entropy=max(0.0, float(entropy(probs))), top_p=top_p, n_top_p=int(kept_p.sum()), top_k=top_k,
+        cut_top_k=max(0.0, 1.0 - float(probs[kept_k].double().sum())),
+        top_ids=[int(i) for i in probs.argsort(descending=True, stable=True)[:n_top]])
