@@ -80,18 +80,28 @@ def main() -> int:
         if not ok:
             failures.append(name)
 
+    # Tolerances: the float32 bound of tests/_fixtures_model.assert_close_f32,
+    # SAFETY x eps32 x sqrt(reduction depth) x scale.
+    from tests._fixtures_model import f32_bound, finite_scale, logits_depth, pattern_depth
+
     ids = torch.randint(0, cfg.vocab_size, (2, 96), generator=torch.Generator().manual_seed(1)).to(device)
     with torch.no_grad():
         ref = hf_eager(ids, output_attentions=True)
     run = lm.run(ids)   # full capture, explicit attention
+    depth = logits_depth(lm.cfg, ids.shape[1])
+    bound = f32_bound(ref.logits, depth=depth)
     diff = (ref.logits.cpu() - run.logits).abs().max().item()
-    check("logits == transformers (eager)", diff < 1e-3, f"max |diff| {diff:.2e}")
-    pdiff = max((ref.attentions[L].cpu() - run.cache[f"blocks.{L}.attn.hook_pattern"]).abs().max().item()
-                for L in range(cfg.num_hidden_layers))
-    check("attention patterns == transformers", pdiff < 1e-4, f"max |diff| {pdiff:.2e}")
+    check("logits == transformers (eager)", diff <= bound, f"max |diff| {diff:.2e}, bound {bound:.2e}")
+    pdiff, pworst = 0.0, 0.0          # the worst difference, and the worst difference / its bound
+    for L in range(cfg.num_hidden_layers):
+        d = (ref.attentions[L].cpu() - run.cache[f"blocks.{L}.attn.hook_pattern"]).abs().max().item()
+        b = f32_bound(None, depth=pattern_depth(lm.cfg, ids.shape[1], L),
+                      scale=finite_scale(run.cache[f"blocks.{L}.attn.hook_attn_scores"]))
+        pdiff, pworst = max(pdiff, d), max(pworst, d / b)
+    check("attention patterns == transformers", pworst <= 1, f"max |diff| {pdiff:.2e}, worst diff/bound {pworst:.3f}")
     fused = lm.run(ids, names=[])
     fdiff = (fused.logits - run.logits).abs().max().item()
-    check("fused SDPA path == explicit path", fdiff < 1e-3, f"max |diff| {fdiff:.2e}")
+    check("fused SDPA path == explicit path", fdiff <= bound, f"max |diff| {fdiff:.2e}, bound {bound:.2e}")
     check("run results come back on the CPU", run.logits.device.type == "cpu" and
           run.cache["hook_embed"].device.type == "cpu")
 
@@ -101,8 +111,26 @@ def main() -> int:
     with torch.no_grad():
         hf_out = hf_eager.generate(torch.tensor([prompt], device=device), max_new_tokens=24, do_sample=False,
                                    eos_token_id=None, pad_token_id=2)[0, 20:].tolist()
-    check("greedy: KV cache on == off", cached == plain)
-    check("greedy == transformers generate", cached == hf_out[:len(cached)])
+    # Random weights give flat logits: a step whose two best logits are within twice the bound is a
+    # near tie where two correct implementations may choose differently (reported, not a failure).
+    step_logits = lm.run(torch.tensor([prompt + plain[:-1]]), names=[]).logits[0, len(prompt) - 1:]
+    step_depth = logits_depth(lm.cfg, len(prompt) + len(plain))
+
+    def greedy_check(name, a, b):
+        if a == b:
+            return check(name, True)
+        i = next((j for j, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        if i >= len(step_logits):
+            return check(name, False, f"lengths {len(a)} and {len(b)}")
+        top2 = step_logits[i].double().topk(2).values
+        gap, tie = (top2[0] - top2[1]).item(), 2 * f32_bound(step_logits[i], depth=step_depth)
+        if gap <= tie:
+            print(f"tie  {name}: first differs at step {i}, a near tie (gap {gap:.2e} <= 2 x bound {tie:.2e})")
+        else:
+            check(name, False, f"first differs at step {i} (gap {gap:.2e} > 2 x bound {tie:.2e})")
+
+    greedy_check("greedy: KV cache on == off", cached, plain)
+    greedy_check("greedy == transformers generate", cached, hf_out[:len(cached)])
     sampled = [[s.token_id for s in lm.generate_steps(prompt, 12, temperature=0.8, top_p=0.9, seed=7)] for _ in range(2)]
     check("seeded sampling reproducible", sampled[0] == sampled[1])
 

@@ -7,10 +7,9 @@ import torch
 
 from lesson_model import Hooks, KVCache, LessonModel
 from lesson_model.loading import convert_hf
-from tests._fixtures_model import (assert_run_invariants, random_hf_model, tiny, tiny_llama_config,  # noqa: F401
-                                   tiny_tokenizer_view)
-
-ATOL = 1e-5
+from tests._fixtures_model import (assert_close_f32, assert_run_invariants, block_output_depth,  # noqa: F401
+                                   finite_scale, logits_depth, pattern_depth, random_hf_model, tiny,
+                                   tiny_llama_config, tiny_tokenizer_view, torch_threads)
 
 
 def random_ids(lm, batch=2, n_pos=12, seed=0) -> torch.Tensor:
@@ -23,36 +22,50 @@ def hf_forward(hf, ids):
         return hf(ids, output_attentions=True)
 
 
+def scores_names(lm) -> list[str]:
+    return [f"blocks.{L}.attn.hook_attn_scores" for L in range(lm.cfg.n_layers)]
+
+
+def assert_logits_close(lm, actual, expected, what: str) -> None:
+    assert_close_f32(actual, expected, depth=logits_depth(lm.cfg, expected.shape[-2]), what=what)
+
+
+def assert_pattern_close(lm, actual, expected, run, layer: int, what: str) -> None:
+    """A pattern's float32 error is its scores' error, passed on by the softmax: the scores set the scale."""
+    assert_close_f32(actual, expected, depth=pattern_depth(lm.cfg, expected.shape[-1], layer),
+                     scale=finite_scale(run.cache[f"blocks.{layer}.attn.hook_attn_scores"]), what=what)
+
+
 # --------------------------------------------------------------------------- parity with transformers
 
-def test_logits_equal_transformers(tiny):
+def test_logits_equal_transformers(tiny, torch_threads):
     hf, lm = tiny
     ids = random_ids(lm)
-    torch.testing.assert_close(lm.run(ids, names=[]).logits, hf_forward(hf, ids).logits, atol=ATOL, rtol=1e-5)
+    assert_logits_close(lm, lm.run(ids, names=[]).logits, hf_forward(hf, ids).logits, "tiny: logits")
 
 
-def test_attention_patterns_equal_transformers_eager(tiny):
+def test_attention_patterns_equal_transformers_eager(tiny, torch_threads):
     hf, lm = tiny
     ids = random_ids(lm, seed=1)
     names = [f"blocks.{L}.attn.hook_pattern" for L in range(lm.cfg.n_layers)]
-    run = lm.run(ids, names=names)
+    run = lm.run(ids, names=names + scores_names(lm))
     ref = hf_forward(hf, ids)
-    assert set(run.cache) == set(names)
+    assert set(run.cache) == set(names + scores_names(lm))
     for L, hf_pattern in enumerate(ref.attentions):
-        torch.testing.assert_close(run.cache[names[L]], hf_pattern, atol=ATOL, rtol=1e-5)
-    torch.testing.assert_close(run.logits, ref.logits, atol=ATOL, rtol=1e-5)
+        assert_pattern_close(lm, run.cache[names[L]], hf_pattern, run, L, f"tiny: layer {L} pattern")
+    assert_logits_close(lm, run.logits, ref.logits, "tiny: logits with patterns")
 
 
-def test_full_capture_logits_equal_transformers_and_invariants_hold(tiny):
+def test_full_capture_logits_equal_transformers_and_invariants_hold(tiny, torch_threads):
     hf, lm = tiny
     ids = random_ids(lm, seed=2)
     run = lm.run(ids, names=None)
-    torch.testing.assert_close(run.logits, hf_forward(hf, ids).logits, atol=ATOL, rtol=1e-5)
-    assert_run_invariants(lm, run, atol=1e-5)
+    assert_logits_close(lm, run.logits, hf_forward(hf, ids).logits, "tiny: full-capture logits")
+    assert_run_invariants(lm, run)
 
 
 @pytest.mark.parametrize("arch", ["qwen2", "mistral", "llama-tied-bias"])
-def test_other_llama_family_configs_equal_transformers(arch):
+def test_other_llama_family_configs_equal_transformers(arch, torch_threads):
     from transformers import MistralConfig, Qwen2Config
     common = dict(vocab_size=97, hidden_size=48, intermediate_size=80, num_hidden_layers=2, num_attention_heads=6,
                   num_key_value_heads=2, max_position_embeddings=64, rms_norm_eps=1e-6, initializer_range=0.2)
@@ -73,10 +86,11 @@ def test_other_llama_family_configs_equal_transformers(arch):
     lm = LessonModel(decoder, tiny_tokenizer_view(), name=arch)
     ids = random_ids(lm, seed=4, n_pos=10)
     ref = hf_forward(hf, ids)
-    run = lm.run(ids, names=[f"blocks.{L}.attn.hook_pattern" for L in range(2)])
-    torch.testing.assert_close(run.logits, ref.logits, atol=ATOL, rtol=1e-5)
+    run = lm.run(ids, names=[f"blocks.{L}.attn.hook_pattern" for L in range(2)] + scores_names(lm))
+    assert_logits_close(lm, run.logits, ref.logits, f"{arch}: logits")
     for L in range(2):
-        torch.testing.assert_close(run.cache[f"blocks.{L}.attn.hook_pattern"], ref.attentions[L], atol=ATOL, rtol=1e-5)
+        assert_pattern_close(lm, run.cache[f"blocks.{L}.attn.hook_pattern"], ref.attentions[L], run, L,
+                             f"{arch}: layer {L} pattern")
 
 
 def test_unsupported_checkpoint_features_are_refused():
@@ -89,19 +103,24 @@ def test_unsupported_checkpoint_features_are_refused():
 
 # --------------------------------------------------------------------------- the two attention paths
 
-def test_explicit_attention_equals_fused_sdpa(tiny):
+def test_explicit_attention_equals_fused_sdpa(tiny, torch_threads):
     _, lm = tiny
+    cfg = lm.cfg
     ids = random_ids(lm, seed=5, n_pos=16)
-    z_names = [f"blocks.{L}.attn.hook_z" for L in range(lm.cfg.n_layers)]
+    z_names = [f"blocks.{L}.attn.hook_z" for L in range(cfg.n_layers)]
+    v_names = [f"blocks.{L}.attn.hook_v" for L in range(cfg.n_layers)]
     fused = lm.run(ids, names=z_names)                                        # nobody asks for the pattern
-    explicit = lm.run(ids, names=z_names + ["blocks.0.attn.hook_pattern", "blocks.1.attn.hook_attn_scores"])
-    torch.testing.assert_close(explicit.logits, fused.logits, atol=ATOL, rtol=1e-5)
-    for name in z_names:
-        torch.testing.assert_close(explicit.cache[name], fused.cache[name], atol=ATOL, rtol=1e-5)
+    explicit = lm.run(ids, names=z_names + v_names + ["blocks.0.attn.hook_pattern"] + scores_names(lm))
+    assert_logits_close(lm, explicit.logits, fused.logits, "explicit vs fused attention: logits")
+    for L, name in enumerate(z_names):
+        # z = pattern @ v: its error is the scores' error times |v| plus the values' own error.
+        scale = finite_scale(explicit.cache[v_names[L]]) * max(1.0, finite_scale(explicit.cache[scores_names(lm)[L]]))
+        assert_close_f32(explicit.cache[name], fused.cache[name], depth=pattern_depth(cfg, 16, L) + 16, scale=scale,
+                         what=f"explicit vs fused attention: layer {L} z")
 
 
 @pytest.mark.parametrize("explicit", [False, True], ids=["sdpa", "explicit"])
-def test_kv_cache_forward_equals_full_forward(tiny, explicit):
+def test_kv_cache_forward_equals_full_forward(tiny, explicit, torch_threads):
     _, lm = tiny
     ids = random_ids(lm, batch=2, seed=6, n_pos=11)
     names = [f"blocks.{L}.attn.hook_pattern" for L in range(lm.cfg.n_layers)] if explicit else []
@@ -115,7 +134,7 @@ def test_kv_cache_forward_equals_full_forward(tiny, explicit):
             if explicit:   # the new query row attends over every stored key
                 assert hooks.cache["blocks.0.attn.hook_pattern"].shape[-2:] == (1, i + 1)
     assert len(cache) == ids.shape[1]
-    torch.testing.assert_close(torch.cat(pieces, dim=1), full, atol=ATOL, rtol=1e-5)
+    assert_logits_close(lm, torch.cat(pieces, dim=1), full, f"KV cache ({'explicit' if explicit else 'sdpa'}) vs full")
     cache.crop(5)
     assert len(cache) == 5 and cache.keys[1].shape[1] == 5
 
@@ -157,10 +176,11 @@ def test_names_select_what_is_captured(tiny):
     chosen = ["blocks.1.attn.hook_result", "hook_embed", "blocks.0.mlp.hook_post"]
     run = lm.run(ids, names=chosen)
     assert set(run.cache) == set(chosen)
-    full = lm.run(ids, names=None)
-    for name in chosen:
-        torch.testing.assert_close(run.cache[name], full.cache[name], atol=ATOL, rtol=1e-5)
-    torch.testing.assert_close(run.logits, full.logits, atol=ATOL, rtol=1e-5)
+    full = lm.run(ids, names=None)      # explicit attention everywhere: the same numbers up to float32 rounding
+    assert torch.equal(run.cache["hook_embed"], full.cache["hook_embed"])
+    for name, layer in (("blocks.1.attn.hook_result", 1), ("blocks.0.mlp.hook_post", 0)):
+        assert_close_f32(run.cache[name], full.cache[name], depth=block_output_depth(lm.cfg, 5, layer), what=name)
+    assert_logits_close(lm, run.logits, full.logits, "chosen captures vs full capture: logits")
 
 
 def test_unknown_hook_names_raise(tiny):
@@ -186,15 +206,15 @@ def test_inputs_as_string_list_and_tensor_agree(tiny):
         lm.run([lm.cfg.vocab_size], names=[])
 
 
-def test_batch_rows_are_independent(tiny):
+def test_batch_rows_are_independent(tiny, torch_threads):
     _, lm = tiny
     ids = random_ids(lm, batch=3, n_pos=9, seed=7)
     batched = lm.run(ids, names=None)
     for row in range(3):
         alone = lm.run(ids[row:row + 1], names=None)
-        torch.testing.assert_close(batched.logits[row:row + 1], alone.logits, atol=ATOL, rtol=1e-5)
-        torch.testing.assert_close(batched.cache["blocks.1.attn.hook_pattern"][row:row + 1],
-                                   alone.cache["blocks.1.attn.hook_pattern"], atol=ATOL, rtol=1e-5)
+        assert_logits_close(lm, batched.logits[row:row + 1], alone.logits, f"batch row {row}: logits")
+        assert_pattern_close(lm, batched.cache["blocks.1.attn.hook_pattern"][row:row + 1],
+                             alone.cache["blocks.1.attn.hook_pattern"], alone, 1, f"batch row {row}: layer 1 pattern")
 
 
 # --------------------------------------------------------------------------- hooks: interventions
@@ -219,10 +239,14 @@ def test_zeroing_one_head_equals_the_manual_computation(tiny):
     z[:, :, head] = 0
     W_O = lm.decoder.blocks[layer].attn.W_O
     attn_out = z.reshape(1, 10, cfg.n_heads * cfg.d_head) @ W_O
-    torch.testing.assert_close(ablated.cache[f"blocks.{layer}.hook_attn_out"], attn_out, atol=ATOL, rtol=1e-5)
+    heads_sum = cfg.n_heads * cfg.d_head + cfg.n_heads       # z @ W_O against per-head writes added up
+    result = clean.cache[f"blocks.{layer}.attn.hook_result"]
+    sum_scale = max(finite_scale(result), finite_scale(clean.cache[f"blocks.{layer}.hook_attn_out"]))
+    assert_close_f32(ablated.cache[f"blocks.{layer}.hook_attn_out"], attn_out, depth=heads_sum, scale=sum_scale,
+                     what="ablated attn_out vs z @ W_O by hand")
     # ... which is the clean attention output minus that head's write ...
-    torch.testing.assert_close(attn_out, clean.cache[f"blocks.{layer}.hook_attn_out"]
-                               - clean.cache[f"blocks.{layer}.attn.hook_result"][:, :, head], atol=ATOL, rtol=1e-5)
+    assert_close_f32(attn_out, clean.cache[f"blocks.{layer}.hook_attn_out"] - result[:, :, head], depth=heads_sum,
+                     scale=sum_scale, what="attn_out minus one head's write")
     assert (ablated.cache[f"blocks.{layer}.attn.hook_result"][:, :, head] == 0).all()
     # ... and the rest of the network (the last block's MLP, the final norm, the unembedding) follows.
     block = lm.decoder.blocks[layer]
@@ -230,7 +254,8 @@ def test_zeroing_one_head_equals_the_manual_computation(tiny):
         resid_mid = clean.cache[f"blocks.{layer}.hook_resid_pre"] + attn_out
         resid_post = resid_mid + block.mlp(block.ln2(resid_mid, Hooks(()), "x"), Hooks(()), "x")
         logits = lm.decoder.ln_final(resid_post, Hooks(()), "x") @ lm.decoder.W_U
-    torch.testing.assert_close(ablated.logits, logits, atol=ATOL, rtol=1e-5)
+    assert_close_f32(ablated.logits, logits, depth=block_output_depth(cfg, 10, 0) + 2 * cfg.d_model,
+                     what="ablated logits vs the last block by hand")
 
 
 def test_hooks_replace_and_observe(tiny):
@@ -252,13 +277,13 @@ def test_hooks_replace_and_observe(tiny):
     patched = lm.run(ids, names=["ln_final.hook_normalized"], hooks={last: lambda _: new_resid})
     with torch.inference_mode():
         expected = lm.decoder.ln_final(new_resid, Hooks(()), "x") @ lm.decoder.W_U
-    torch.testing.assert_close(patched.logits, expected, atol=ATOL, rtol=1e-5)
+    assert_close_f32(patched.logits, expected, depth=2 * lm.cfg.d_model, what="logits of a replaced residual stream")
 
     # Hooking the pattern (forces the explicit path) and scaling it changes z accordingly.
     doubled = lm.run(ids, names=["blocks.0.attn.hook_z"], hooks={"blocks.0.attn.hook_pattern": lambda p: 2 * p})
-    normal = lm.run(ids, names=["blocks.0.attn.hook_z"])
-    torch.testing.assert_close(doubled.cache["blocks.0.attn.hook_z"], 2 * normal.cache["blocks.0.attn.hook_z"],
-                               atol=ATOL, rtol=1e-5)
+    normal = lm.run(ids, names=["blocks.0.attn.hook_z", "blocks.0.attn.hook_pattern"])   # the explicit path too
+    # Doubling is exact in floating point, and so is every sum of doubled terms: the same bits, twice.
+    assert torch.equal(doubled.cache["blocks.0.attn.hook_z"], 2 * normal.cache["blocks.0.attn.hook_z"])
 
 
 def test_hooks_are_per_call_and_leave_the_model_untouched(tiny):
@@ -305,7 +330,7 @@ def test_head_results_are_filled_in_when_read(tiny):
     assert lazy.cache.held_bytes() == lazy.cache[name].numel() * 4
     assert lazy.cache[name] is lazy.cache[name], "computed once"
     assert torch.equal(lazy.logits, lm.run(ids, names=[]).logits), "an unread capture changes nothing"
-    torch.testing.assert_close(eager.logits, lazy.logits, atol=ATOL, rtol=1e-5)
+    assert_logits_close(lm, eager.logits, lazy.logits, "head writes summed vs z @ W_O: logits")
 
     full = lm.run(ids, names=None)
     held = full.cache.held_bytes()
