@@ -10,12 +10,13 @@ from lesson_model.analysis import norms as NO
 from lesson_model.decoder import Block, RMSNorm
 from ui import state, theme
 from ui import figures_residual as F
+from ui.i18n import join_list, join_sentences, with_paren
 from ui.lesson import Lesson
-from ui.text import html_escape, md_escape
-from ui.tokens import axis_labels, label, md_label, plot_label, position_label
+from ui.text import html_escape, md_escape, num
+from ui.tokens import axis_labels, label, md_label, plot_label, readable_texts
 
 CAP = 64            # tokens of the prompt this page runs
-LENS_COLUMNS = 12   # positions shown in the logit-lens grid (ending at the chosen one)
+LENS_COLUMNS = 12   # most positions shown in the logit-lens grid (ending at the chosen one)
 CANDIDATES = 10     # next-token candidates offered for attribution
 
 page = Lesson("residual")
@@ -26,6 +27,7 @@ L_LAST = cfg.n_layers - 1
 font = theme.font_family().split(",")[0]
 
 tokens = page.tokens(lm, cap=CAP)
+texts = readable_texts(tokens)               # byte pieces read as their character (我¹ 我²)
 ids = tuple(tok.id for tok in tokens)
 n_pos = len(tokens)
 labels = axis_labels(tokens)
@@ -47,57 +49,69 @@ def depth_label(depth: int) -> str:
 st.subheader(page.t("sum_title"), anchor=False)
 page.prose("sum")
 with st.container(border=True, key="residual_controls"):
-    c1, c2, c3 = st.columns([2, 1, 1], gap="large", vertical_alignment="bottom")
+    c1, c2, c3 = st.columns([3, 2, 2], gap="medium", vertical_alignment="bottom")
     with c1:
         pos = state.url_int("pos", page.t("pos"), 0, n_pos - 1, n_pos - 1, widget="select",
-                            format_func=lambda i: position_label(tokens, i), help=page.t("pos_help"))
+                            format_func=lambda i: f"{i}: {label(texts[i])}", help=page.t("pos_help"))
 run = page.run(lm, tokens, names=NAMES)
 dec = A.residual_decomposition(lm, run, pos)
 along = dec.along_final
 final_norm = float(dec.final.norm())
 part_names = [part_label(kind, layer) for kind, layer in dec.labels]
-c2.metric(page.t("sum.final_metric"), f"{final_norm:,.1f}")
-c3.metric(page.t("sum.check_metric"), f"{dec.max_error:.1e}", help=page.t("sum.check_help", n=len(part_names)))
-title = html_escape(page.t("sum.title", token=label(tokens[pos]), n=len(part_names)))
+c2.metric(page.t("sum.final_metric"), f"{final_norm:,.0f}", help=page.t("sum.final_help", norm=f"{final_norm:,.2f}"))
+c3.metric(page.t("sum.check_metric"), f"{dec.max_error:.0e}", help=page.t("sum.check_help", n=len(part_names)))
+title = html_escape(page.t("sum.title", token=label(texts[pos]), n=len(part_names)))
 theme.plot(F.waterfall_figure(page.t, part_names, along.tolist(), dec.norms.tolist(), final_norm, title),
            key="sum_chart", height=480)
-biggest = int(along.abs().argmax())
+biggest = int(along.argmax())                    # the part adding most along the final direction (> 0)
 
 # --- 2. how big the stream gets -------------------------------------------------------------
 st.subheader(page.t("norms_title"), anchor=False)
 page.prose("norms")
 norms = NO.residual_norms(lm, run)                                   # [n_layers + 1, pos]
 depths = [depth_label(d) for d in range(cfg.n_layers + 1)]
-theme.plot(F.norm_heatmap(page.t, depths, labels, norms.tolist()), key="norms_chart", height=760)
+short_depths = [page.t("depth.short_embed")] + [str(d) for d in range(cfg.n_layers)]   # row d: after block d-1
+theme.plot(F.norm_heatmap(page.t, depths, labels, norms.tolist(), short_depths), key="norms_chart", height=760)
 massive = NO.massive_activations(lm, run, ratio=10.0)
-massive_line = None
 if massive:
     worst = max(massive, key=lambda m: m.norm)
     at_pos = [m for m in massive if m.position == worst.position]
     writers = A.residual_decomposition(lm, run, worst.position).parts[:, worst.dim]   # each part's write into that dim
-    up_i, down_i = int(writers.argmax()), int(writers.argmin())
-    massive_line = page.t(
-        "norms.massive", token=md_label(tokens[worst.position]), pos=worst.position, norm=f"{worst.norm:,.0f}",
-        ratio=f"{worst.ratio:,.0f}", depth=depth_label(worst.depth), dim=worst.dim, share=f"{worst.dim_share:.0%}",
-        first=depth_label(min(m.depth for m in at_pos)), last=depth_label(max(m.depth for m in at_pos)),
-        writer=part_label(*dec.labels[up_i]), wrote=f"{float(writers[up_i]):+,.0f}",
-        eraser=part_label(*dec.labels[down_i]), erased=f"{float(writers[down_i]):+,.0f}")
+    toward = writers * (1.0 if worst.value >= 0 else -1.0)          # > 0: makes the outlier bigger
+    up_i, down_i = int(toward.argmax()), int(toward.argmin())
+    box = [page.t("norms.massive", token=md_label(texts[worst.position]), pos=worst.position, norm=f"{worst.norm:,.0f}",
+                  ratio=f"{worst.ratio:,.0f}", depth=depth_label(worst.depth), dim=worst.dim,
+                  share=f"{worst.dim_share:.0%}", first=depth_label(min(m.depth for m in at_pos)),
+                  last=depth_label(max(m.depth for m in at_pos)))]
+    box.append(page.t("norms.massive_writer", writer=part_label(*dec.labels[up_i]), wrote=f"{float(writers[up_i]):+,.0f}"))
+    if float(toward[down_i]) < 0 and round(abs(float(writers[down_i]))) > 0:
+        box.append(page.t("norms.massive_eraser", eraser=part_label(*dec.labels[down_i]),
+                          erased=f"{abs(float(writers[down_i])):,.0f}"))
     others = sorted({m.position for m in massive} - {worst.position})
     if others:
-        massive_line += " " + page.t("norms.massive_others", tokens=", ".join(md_label(tokens[p]) for p in others[:6]))
+        box.append(page.t("norms.massive_others", tokens=join_list(md_label(texts[p]) for p in others[:6])))
 else:
-    massive_line = page.t("norms.no_massive")
+    box = [page.t("norms.no_massive" if n_pos >= 3 else "norms.no_massive_short")]
 sink_share = None
 if n_pos >= 3:
     sink_share = float(NO.first_token_attention(lm, run, layers=SINK_LAYERS).mean())
-    massive_line += " " + page.t("norms.sink", a=SINK_LAYERS[0], b=SINK_LAYERS[-1], share=f"{sink_share:.0%}",
-                                 token=md_label(tokens[0]))
+    box.append(page.t("norms.sink" if sink_share >= 0.5 else "norms.sink_weak", a=SINK_LAYERS[0], b=SINK_LAYERS[-1],
+                      share=f"{sink_share:.0%}", token=md_label(texts[0])))
+massive_line = join_sentences(box)
 st.info(massive_line, icon=":material/bolt:")
 
 # --- 3. logit lens --------------------------------------------------------------------------
 st.subheader(page.t("lens_title"), anchor=False)
 page.prose("lens")
-window = tuple(range(max(0, pos - LENS_COLUMNS + 1), pos + 1))
+lens_note, lens_control = st.columns([3, 1], gap="medium", vertical_alignment="bottom")
+with lens_control:
+    columns = state.url_int("lens_cols", page.t("lens.columns"), 1, LENS_COLUMNS, LENS_COLUMNS, widget="number",
+                            help=page.t("lens.columns_help", k=LENS_COLUMNS))
+window = tuple(range(max(0, pos - columns + 1), pos + 1))
+with lens_note:
+    st.caption(page.t("lens.window_one" if n_pos == 1 else "lens.window_all" if len(window) == n_pos else "lens.window",
+                      a=window[0], b=window[-1],
+                      n=n_pos, k=len(window)))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -109,9 +123,9 @@ def lens_table(model_name: str, ids: tuple[int, ...], window: tuple[int, ...]):
 
 top_ids, top_probs, target_ids, target_ranks, target_probs, lens_layers = lens_table(lm.name, ids, window)
 lens_depths = [depth_label(d + 1) for d in lens_layers]
-short_depths = [page.t("depth.short_embed")] + [str(d) for d in range(cfg.n_layers)]
 cell_labels = [[plot_label(lm.token_text(i), 10) for i in row] for row in top_ids]
-theme.plot(F.lens_figure(page.t, [labels[p] for p in window], lens_depths, cell_labels, top_probs),
+theme.plot(F.lens_figure(page.t, [labels[p] for p in window], lens_depths, cell_labels, top_probs,
+                         [short_depths[d + 1] for d in lens_layers]),
            key="lens_chart", height=220 + 24 * len(lens_depths))
 col = len(window) - 1                                               # the chosen position's column
 predicted = target_ids[col]
@@ -120,7 +134,7 @@ probs_here = [row[col] for row in target_probs]
 theme.plot(F.rank_figure(page.t, short_depths, ranks_here, probs_here, plot_label(lm.token_text(predicted))),
            key="rank_chart", height=420)
 first_top = next((i for i in range(len(ranks_here)) if all(r == 0 for r in ranks_here[i:])), None)
-echo = sum(1 for j, p in enumerate(window) if top_ids[0][j] == ids[p])
+echo = sum(1 for j, p in enumerate(window) if top_ids[0][j] == ids[p])   # embedding row reads back its own token
 
 # --- 4. direct logit attribution -------------------------------------------------------------
 st.subheader(page.t("dla_title"), anchor=False)
@@ -131,7 +145,7 @@ cand_ids = [int(i) for i in cand.indices]
 cand_probs = [float(p) for p in cand.values]
 figure_area, controls = page.columns()
 with controls:
-    st.caption(page.t("dla.where", token=md_label(tokens[pos]), pos=pos))
+    st.caption(page.t("dla.where", token=md_label(texts[pos]), pos=pos))
     target = state.url_int("target", page.t("dla.target"), 0, CANDIDATES - 1, 0, widget="select",
                            format_func=lambda r: page.t("dla.option", rank=r + 1, token=label(lm.token_text(cand_ids[r])),
                                                         p=f"{cand_probs[r]:.1%}"), help=page.t("dla.target_help"))
@@ -147,8 +161,8 @@ what = (page.t("dla.what_diff", token=label(lm.token_text(token_id)), other=labe
 with figure_area:
     title = html_escape(page.t("dla.title", what=what, total=f"{dla.total:.2f}", logit=f"{dla.logit:.2f}"))
     theme.plot(F.dla_figure(page.t, dla.embed, dla.attn.tolist(), dla.mlp.tolist(), title), key="dla_chart", height=440)
-st.info(page.t("dla.frozen", s=f"{dla.scale:.2f}", embed=f"{dla.embed:+.2f}", attn=f"{float(dla.attn.sum()):+.2f}",
-               mlp=f"{float(dla.mlp.sum()):+.2f}", total=f"{dla.total:.3f}", logit=f"{dla.logit:.3f}"),
+st.info(page.t("dla.frozen", s=f"{dla.scale:.2f}", embed=num(dla.embed, "+.2f"), attn=num(dla.attn.sum(), "+.2f"),
+               mlp=num(dla.mlp.sum(), "+.2f"), total=f"{dla.total:.3f}", logit=f"{dla.logit:.3f}"),
         icon=":material/lock:")
 strongest_attn = int(dla.attn.abs().argmax())
 figure_area, controls = page.columns()
@@ -172,7 +186,7 @@ with controls:
 vector = run.cache["hook_embed"][0, pos] if layer == 0 else run.cache[f"blocks.{layer - 1}.hook_resid_post"][0, pos]
 cmp = NO.compare_norms(vector, lm.decoder.blocks[layer].ln1.eps)
 with figure_area:
-    title = html_escape(page.t("ln.title", layer=layer, token=label(tokens[pos])))
+    title = html_escape(page.t("ln.title", layer=layer, token=label(texts[pos])))
     theme.plot(F.norm_compare_figure(page.t, cmp.x.tolist(), cmp.layer_normed.tolist(), cmp.rms_normed.tolist(), title),
                key="norm_chart", height=560)
 with controls:
@@ -184,14 +198,12 @@ st.markdown(page.t("ln.after_numbers", ln_mean=f"{cmp.ln_mean:+.3f}", ln_std=f"{
 
 st.markdown(f"#### {page.t('prepost_title')}")
 page.prose("prepost")
-st.markdown(f"**{page.t('diag.pre_title')}**")
-st.graphviz_chart(F.prenorm_diagram(page.t, font), width="content")
-st.markdown(f"**{page.t('diag.post_title')}**")
-st.graphviz_chart(F.postnorm_diagram(page.t, font), width="content")
+for title_key, diagram in (("diag.pre_title", F.prenorm_diagram), ("diag.post_title", F.postnorm_diagram)):
+    st.markdown(f"**{page.t(title_key)}**")
+    st.graphviz_chart(diagram(page.t, font), width="stretch")
 
 st.markdown(f"#### {page.t('grad_title')}")
 page.prose("gradient")
-st.graphviz_chart(F.gradient_diagram(page.t, font, cfg.n_layers), width="content")
 
 
 @st.cache_data(max_entries=16, show_spinner=False)
@@ -202,44 +214,92 @@ def gradient_table(model_name: str, ids: tuple[int, ...], token: int, position: 
 
 grad_norms, branch = gradient_table(lm.name, ids, token_id, pos)
 grad_depths = [str(i) for i in range(cfg.n_layers)] + [page.t("grad.out")]
+st.graphviz_chart(F.gradient_diagram(page.t, font, cfg.n_layers), width="stretch")
 theme.plot(F.gradient_figure(page.t, grad_depths, grad_norms), key="grad_chart", height=400)
 skip_wins = sum(1 for a, m in branch if a < 1 and m < 1)
-st.caption(page.t("grad.caption", token=md_label(lm.token_text(token_id)), pos=pos, embed=f"{float(norms[0].mean()):.1f}"))
+grad_note = [page.t("grad.caption", token=md_label(lm.token_text(token_id)), pos=pos)]
+later_median = float(norms[1:].median())                  # the stream's typical length after the blocks
+if grad_norms[0] >= max(grad_norms) and float(norms[0].mean()) < later_median:
+    grad_note.append(page.t("grad.caption_first", embed=f"{float(norms[0].mean()):.1f}", later=f"{later_median:,.0f}"))
+st.caption(join_sentences(grad_note))
 
 # --- what to notice ---------------------------------------------------------------------------
 part_big = part_label(*dec.labels[biggest])
 notice = [
-    page.t("notice.sum", token=md_label(tokens[pos]), n=len(part_names), err=f"{dec.max_error:.1e}",
+    page.t("notice.sum", token=md_label(texts[pos]), n=len(part_names), err=f"{dec.max_error:.1e}",
            embed=f"{float(norms[0, pos]):.1f}", final=f"{final_norm:,.1f}", part=part_big,
            along=f"{float(along[biggest]):+,.1f}"),
 ]
 if massive:
-    notice.append(page.t("notice.massive", token=md_label(tokens[max(massive, key=lambda m: m.norm).position]),
+    notice.append(page.t("notice.massive", token=md_label(texts[max(massive, key=lambda m: m.norm).position]),
                          ratio=f"{max(m.ratio for m in massive):,.0f}"))
 if first_top is not None and lens_layers[first_top] < 0:
-    notice.append(page.t("notice.lens_embed", token=md_label(tokens[pos]), pred=md_label(lm.token_text(predicted)),
+    notice.append(page.t("notice.lens_embed", token=md_label(texts[pos]), pred=md_label(lm.token_text(predicted)),
+                         p=f"{probs_here[-1]:.0%}"))
+elif first_top is not None and lens_layers[first_top] == L_LAST:
+    notice.append(page.t("notice.lens_last", token=md_label(texts[pos]), pred=md_label(lm.token_text(predicted)),
                          p=f"{probs_here[-1]:.0%}"))
 elif first_top is not None:
-    notice.append(page.t("notice.lens", token=md_label(tokens[pos]), pred=md_label(lm.token_text(predicted)),
+    notice.append(page.t("notice.lens", token=md_label(texts[pos]), pred=md_label(lm.token_text(predicted)),
                          depth=lens_depths[first_top], p=f"{probs_here[-1]:.0%}", n=cfg.n_layers,
                          k=min(cfg.n_layers, cfg.n_layers - lens_layers[first_top])))
-notice.append(page.t("notice.echo", k=echo, n=len(window)))
-order = torch.argsort(torch.cat([dla.attn, dla.mlp]).abs(), descending=True)[:3].tolist()
-top_parts = ", ".join(f"{part_label('attn' if i < cfg.n_layers else 'mlp', i % cfg.n_layers)} "
-                      f"({float(torch.cat([dla.attn, dla.mlp])[i]):+.2f})" for i in order)
-notice.append(page.t("notice.dla", what=md_escape(what), parts=top_parts, total=f"{dla.total:.2f}",
-                     mlp=f"{float(dla.mlp.sum()):+.2f}", attn=f"{float(dla.attn.sum()):+.2f}"))
+notice.append(page.t("notice.echo_none" if not echo else "notice.echo_one" if len(window) == 1
+                     else "notice.echo_all" if echo == len(window) else "notice.echo_some",
+                     k=echo, n=len(window)))
+layer_parts = torch.cat([dla.attn, dla.mlp])                          # [2 * n_layers]: attn 0.., then mlp 0..
+order = torch.argsort(layer_parts.abs(), descending=True)[:3].tolist()
+top_parts = join_list(with_paren(part_label("attn" if i < cfg.n_layers else "mlp", i % cfg.n_layers),
+                                 num(layer_parts[i], "+.2f")) for i in order)
+notice.append(page.t("notice.dla", what=md_escape(what), parts=top_parts, total=num(dla.total, ".2f"),
+                     mlp=num(dla.mlp.sum(), "+.2f"), attn=num(dla.attn.sum(), "+.2f")))
 best_head = int(heads.abs().argmax())
-notice.append(page.t("notice.head", layer=head_layer, head=best_head, v=f"{float(heads[best_head]):+.2f}",
-                     attn=f"{float(dla.attn[head_layer]):+.2f}"))
-notice.append(page.t("notice.grad" if grad_norms[1] >= 0.5 * grad_norms[-2] else "notice.grad_shrinks", first=f"{grad_norms[1]:.2f}", last=f"{grad_norms[-2]:.2f}",
-                     n=cfg.n_layers, skip=skip_wins))
+notice.append(page.t("notice.head", layer=head_layer, head=best_head, v=num(heads[best_head], "+.2f"), n=len(heads),
+                     attn=num(dla.attn[head_layer], "+.2f")))
+notice.append(page.t("notice.grad" if grad_norms[1] >= grad_norms[-2] else "notice.grad_shrinks",
+                     first=f"{grad_norms[1]:.2f}", last=f"{grad_norms[-2]:.2f}", n=cfg.n_layers, skip=skip_wins))
 page.notice(notice)
-page.try_this()
+
+
+# --- try this: each example's claims, computed on its own prompt --------------------------
+TRY_NAMES = sorted(set(A.dla_names(lm)) | set(LL.logit_lens_names(lm, include_embed=True)))
+TRY_EXAMPLES = (1, 2, 3, 4)
+TRY_VERSUS = {4: 3}     # example 4 explains the answer against the model's 4th candidate
+
+
+def try_detail(n: int) -> str:
+    ids_n = [tok.id for tok in lm.tokenize(page.t(f"try.{n}.prompt"))]
+    try_run = page.run(lm, ids_n, names=TRY_NAMES)
+    lens_n = LL.logit_lens(lm, try_run, positions=[-1], k=1, include_embed=True)
+    answer = int(lens_n.target_ids[0])
+    start = LL.first_depth_on_top(lens_n, 0)                          # -1: embedding, L: after block L
+    if n in TRY_VERSUS:
+        other = int(torch.topk(try_run.last_logits, TRY_VERSUS[n] + 1).indices[-1])
+        diff = A.direct_logit_attribution(lm, try_run, answer, -1, other_token=other)
+        for_i, against_i = int(diff.attn.argmax()), int(diff.mlp.argmin())
+        if float(diff.attn[for_i]) <= 0 or float(diff.mlp[against_i]) >= 0:
+            return page.t("try_detail.versus_plain", answer=md_label(lm.token_text(answer)), rank=TRY_VERSUS[n] + 1,
+                          other=md_label(lm.token_text(other)), total=num(diff.total, "+.2f"))
+        return page.t("try_detail.versus", answer=md_label(lm.token_text(answer)), other=md_label(lm.token_text(other)),
+                      rank=TRY_VERSUS[n] + 1,
+                      best=with_paren(part_label("attn", for_i), num(diff.attn[for_i], "+.2f")),
+                      worst=with_paren(part_label("mlp", against_i), num(diff.mlp[against_i], "+.2f")))
+    dla_n = A.direct_logit_attribution(lm, try_run, answer, -1)
+    parts_n = torch.cat([dla_n.attn, dla_n.mlp])
+    order_n = torch.argsort(parts_n.abs(), descending=True)[:3].tolist()
+    parts = join_list(with_paren(part_label("attn" if i < cfg.n_layers else "mlp", i % cfg.n_layers),
+                                 num(parts_n[i], "+.2f")) for i in order_n)
+    return page.t("try_detail.lens_embed" if start is not None and start < 0
+                  else "try_detail.lens_last" if start == cfg.n_layers - 1 else "try_detail.lens",
+                  answer=md_label(lm.token_text(answer)), depth=depth_label(start + 1 if start is not None else cfg.n_layers),
+                  parts=parts)
+
+
+page.try_this([(page.t(f"try.{n}.prompt"), join_sentences([page.t(f"try.{n}.why"), try_detail(n)]))
+               for n in TRY_EXAMPLES])
 
 # --- the math ---------------------------------------------------------------------------------
-page.math(page.t("math_example", token=md_label(tokens[pos]), what=md_escape(what), s=f"{dla.scale:.3f}",
-                 embed=f"{dla.embed:+.3f}", attn=f"{float(dla.attn.sum()):+.3f}", mlp=f"{float(dla.mlp.sum()):+.3f}",
+page.math(page.t("math_example", token=md_label(texts[pos]), what=md_escape(what), s=f"{dla.scale:.3f}",
+                 embed=num(dla.embed, "+.3f"), attn=num(dla.attn.sum(), "+.3f"), mlp=num(dla.mlp.sum(), "+.3f"),
                  total=f"{dla.total:.3f}", logit=f"{dla.logit:.3f}", mean=f"{cmp.mean:.3f}", rms=f"{cmp.rms:.3f}",
                  std=f"{cmp.std:.3f}", layer=layer, d=cfg.d_model))
 page.code(Block.forward, RMSNorm.forward, LL.decode_residual, A.direct_logit_attribution)

@@ -102,15 +102,61 @@ def test_linear_collapse(lm):
 
 def test_real_mlp_is_not_additive(lm, run):
     check = N.nonlinearity_check(lm, run, LAYER, 1, 4)
-    assert check.linear_gap < 1e-4            # the linear stand-in adds up
+    assert check.linear_gap < 1e-4            # the plain up-down map adds up
     assert check.mlp_gap > 0.05               # the real gated MLP does not
-    assert check.mlp_scale_gap > 0.05
     # and the function it calls is the real MLP: it reproduces hook_mlp_out
     w = lm.decoder.blocks[LAYER].ln2.weight
     x = run.cache[f"blocks.{LAYER}.ln2.hook_normalized"][0] * w
     with torch.inference_mode():
         out = N.mlp_forward(lm, LAYER, x)
     assert torch.allclose(out, run.cache[f"blocks.{LAYER}.hook_mlp_out"][0], atol=1e-4)
+
+
+@pytest.mark.parametrize("layer", [LAYER, 10, 26])
+def test_gated_mlp_without_silu_is_quadratic_not_linear(lm, layer):
+    """correctness review row 1: removing SiLU leaves ((x W_gate) * (x W_up)) W_down, which is
+    bilinear (f(2a) = 4 f(a)) and not additive; only the two-matrix map x W_up W_down is linear.
+    Computed here by hand from the layer's weights and real MLP inputs, then compared with
+    nonlinearity_check."""
+    run = lm.run(TEXT, names=N.mlp_names(layer))
+    block = lm.decoder.blocks[layer]
+    x = (run.cache[f"blocks.{layer}.ln2.hook_normalized"][0] * block.ln2.weight).double()
+    G, U, D = (m.detach().double() for m in (block.mlp.gate_proj, block.mlp.up_proj, block.mlp.down_proj))
+    maps = {"plain": lambda v: v @ U @ D, "bilinear": lambda v: ((v @ G) * (v @ U)) @ D,
+            "real": lambda v: (F.silu(v @ G) * (v @ U)) @ D}
+    a, b = x[1], x[4]
+    check = N.nonlinearity_check(lm, run, layer, 1, 4)
+    for name, f in maps.items():
+        gap = float((f(a + b) - f(a) - f(b)).norm() / f(a + b).norm())
+        doubling = float(f(2 * a).norm() / f(a).norm())
+        assert check.gap[name] == pytest.approx(gap, abs=1e-4), name
+        assert check.doubling[name] == pytest.approx(doubling, abs=1e-4), name
+    assert check.gap["plain"] < 1e-5 and check.doubling["plain"] == pytest.approx(2, abs=1e-5)
+    assert check.doubling["bilinear"] == pytest.approx(4, abs=1e-4)         # quadratic: 2^2
+    assert torch.allclose(maps["bilinear"](2 * a), 4 * maps["bilinear"](a), rtol=1e-9, atol=1e-9)
+    assert check.quadratic_error < 1e-5
+    assert check.gap["bilinear"] > 0.05                                      # not additive: no single matrix
+    assert check.gap["real"] > 0.05
+
+
+def test_silu_minimum():
+    assert N.SILU_MIN == pytest.approx(-0.27846, abs=1e-4)
+    g = torch.linspace(-10, 10, 20001)
+    assert float(N.silu(g).min()) >= N.SILU_MIN - 1e-6
+    assert float(N.silu(torch.tensor(5.0))) == pytest.approx(5.0, rel=0.01)    # silu(g) ~ g for positive g
+
+
+def test_strongest_pusher_is_the_top_neuron_pushing_the_token(lm):
+    layer = 24
+    run = lm.run("The Eiffel Tower is located in the city of", names=N.neuron_effect_names(layer))
+    token = int(run.logits[0, -1].argmax())
+    best = N.strongest_pusher(lm, run, layer, token, -1, k=12)
+    pushes = N.neuron_effects_on_token(lm, run, layer, token, -1)
+    top = [a.neuron for a in N.neuron_top_activations(lm, run, layer, -1, k=12)]
+    assert best.neuron in top
+    assert best.push == pytest.approx(max(float(pushes[n]) for n in top), abs=1e-6)
+    assert best.total == pytest.approx(float(pushes.sum()), abs=1e-5)
+    assert best.scale == pytest.approx(float(run.cache["ln_final.hook_scale"][0, -1, 0]))
 
 
 def test_neuron_logit_effects_add_up_to_the_mlp_attribution(lm):

@@ -3,11 +3,17 @@ controls to the URL, and draws numbers that match the model."""
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
 
 import pytest
+import torch
+
 from lesson_model.analysis import neurons as N
 from lesson_model.analysis import params as P
 from ui import i18n
+from ui.i18n import join_list
+from ui.tokens import md_label
 from tests._apptest import chart, errors
 
 pytestmark = pytest.mark.slow
@@ -111,3 +117,97 @@ def test_bad_url_values_are_clamped_with_a_note(open_page):
     notes = " ".join(w.value for w in at.warning)
     for param in ("layer=99", "pos=abc", "neuron=huge", "experts=0", "active=7"):
         assert param in notes
+
+
+def page_constant(name: str):
+    """A module-level constant of app_pages/ffn.py, read without running the page."""
+    tree = ast.parse((Path(__file__).resolve().parent.parent / "app_pages" / "ffn.py").read_text("utf-8"))
+    return next(ast.literal_eval(node.value) for node in tree.body
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name)
+
+
+def md_texts(at) -> list[str]:
+    return [m.value for m in at.markdown]
+
+
+def test_try_this_neurons_are_computed_from_the_model(open_page, lm):
+    """correctness review row 10: each Try-this names the neuron that really pushes the
+    model's answer most (of the 12 most active at the last token) and its real top pushes,
+    computed here by hand from the weights."""
+    TRY_LAYERS, TRY_TOKENS = page_constant("TRY_LAYERS"), page_constant("TRY_TOKENS")
+    at = open_page(PAGE, lang="en")
+    assert not errors(at)
+    whys = md_texts(at)
+    catalog = i18n.catalog("en")
+    d = lm.decoder
+    for n, layer in TRY_LAYERS.items():
+        prompt = catalog[f"ffn.try.{n}.prompt"]
+        run = lm.run(prompt, names=N.neuron_effect_names(layer))
+        answer = int(run.logits[0, -1].argmax())
+        post = run.cache[f"blocks.{layer}.mlp.hook_post"][0, -1]
+        s = float(run.cache["ln_final.hook_scale"][0, -1, 0])
+        with torch.inference_mode():
+            per_unit = d.blocks[layer].mlp.down_proj * d.ln_final.weight            # [d_ff, d_model]
+            pushes = post * (per_unit @ d.W_U[:, answer]) / s                        # [d_ff]
+            top = torch.topk(post.abs(), 12).indices.tolist()
+            best = max(top, key=lambda i: float(pushes[i]))
+            effect = post[best] * (per_unit[best] @ d.W_U) / s                       # [vocab]
+            pushed = torch.topk(effect, TRY_TOKENS).indices.tolist()
+        why = next(w for w in whys if w.startswith(catalog[f"ffn.try.{n}.why"]))
+        assert f"neuron {best} " in why and md_label(lm.token_text(answer)) in why
+        assert join_list(md_label(lm.token_text(i)) for i in pushed) in why, (why, [lm.token_text(i) for i in pushed])
+        assert ("negative" in why) == (float(post[best]) < 0)
+
+
+def test_collapse_numbers_and_claims_match_the_model(open_page, lm):
+    """correctness review row 1: the gated MLP without SiLU is quadratic (doubling 4) and not
+    additive, the plain up-down map is linear; the page's table and notice say so with the
+    real layer's numbers (computed here by hand)."""
+    prompt, layer = "The cat sat on the mat", 10
+    at = open_page(PAGE, lang="en", prompt=prompt, params={"layer": layer})
+    assert not errors(at)
+    run = lm.run(prompt, names=N.mlp_names(layer))
+    block = lm.decoder.blocks[layer]
+    x = (run.cache[f"blocks.{layer}.ln2.hook_normalized"][0] * block.ln2.weight).double()
+    G, U, D = (m.detach().double() for m in (block.mlp.gate_proj, block.mlp.up_proj, block.mlp.down_proj))
+    a, b = x[-1], x[-2]
+    maps = {"plain": lambda v: v @ U @ D, "bilinear": lambda v: ((v @ G) * (v @ U)) @ D,
+            "real": lambda v: (torch.nn.functional.silu(v @ G) * (v @ U)) @ D}
+    gap = {k: float((f(a + b) - f(a) - f(b)).norm() / f(a + b).norm()) for k, f in maps.items()}
+    double = {k: float(f(2 * a).norm() / f(a).norm()) for k, f in maps.items()}
+    assert double["bilinear"] == pytest.approx(4, abs=1e-6) and gap["bilinear"] > 0.05 and gap["plain"] < 1e-6
+    table = next(m for m in md_texts(at) if m.startswith("|map|"))
+    rows = {k: next(line for line in table.splitlines() if i18n.catalog("en")[f"ffn.collapse.map.{k}"] in line)
+            for k in maps}
+    assert f"|{gap['bilinear']:.1%}|{double['bilinear']:.2f}|" in rows["bilinear"]
+    assert f"|{gap['real']:.1%}|{double['real']:.2f}|" in rows["real"]
+    assert rows["plain"].endswith(f"|{double['plain']:.2f}|") and "rounding" in rows["plain"]
+    notice = next(m for m in md_texts(at) if m.startswith("- "))
+    assert "does not collapse even without SiLU" in notice and f"by {gap['bilinear']:.1%}" in notice
+    assert "x · up_proj · down_proj: zero" not in " ".join(md_texts(at))        # the old stand-in claim is gone
+    captions = " ".join(c.value for c in at.caption)
+    assert "quadratic in x" in captions
+
+
+def test_one_token_prompt_says_the_effect_is_negligible(open_page, lm):
+    """correctness review row 13: on "Hello" no notice says a neuron "pushes up the most by
+    +0.00"; it says the effect is negligible and why (the final norm's large s)."""
+    at = open_page(PAGE, lang="en", prompt="Hello")
+    assert not errors(at)
+    notice = next(m for m in md_texts(at) if m.startswith("- "))
+    assert "+0.00" not in notice and "-0.00" not in notice
+    run = lm.run("Hello", names=["ln_final.hook_scale"])
+    s = float(run.cache["ln_final.hook_scale"][0, -1, 0])
+    assert "negligible" in notice and f"s = {s:,.1f}" in notice
+    assert "b = a here" in " ".join(md_texts(at))                               # a one-token prompt: a and b coincide
+
+
+@pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
+def test_chinese_prompt_reads_as_characters(open_page, lang):
+    """ux review row 10: the token select and the strip show 我¹/我² rather than <E6 88>."""
+    at = open_page(PAGE, lang=lang, prompt="我吃魚，魚吃我。")
+    assert not errors(at)
+    options = at.selectbox(key="pos").options
+    assert any("我¹" in o for o in options) and not any("<E6" in o for o in options)
+    strip = chart(at, "neuron_strip")["data"][0]
+    assert any("我¹" in (cell or "") for row in strip["text"] for cell in row)

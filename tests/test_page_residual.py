@@ -115,3 +115,88 @@ def test_bad_url_values(open_page):
     for param in ("pos=abc", "target=99", "versus=x", "head_layer=-4", "layer=1000000000.0"):
         assert param in notes
     assert at.selectbox(key="target").value == 9 and at.slider(key="head_layer").value == 0
+
+
+def notices(at) -> str:
+    return next(m.value for m in at.markdown if m.value.startswith("- "))
+
+
+def test_default_prompt_claims(open_page, lm):
+    """The blue box (chinese review zh-Hant 46 / zh-Hans 40: an absolute amount taken back
+    out, no double negative), the lens window caption (ux 26) and the Try-this claims,
+    each computed here from the model."""
+    at = open_page(PAGE, lang="en", params={"lens_cols": 12})
+    assert not errors(at)
+    prompt = i18n.catalog("en")["prompt.default"]
+    run = model_run(lm, prompt)
+    n = run.cache["hook_embed"].shape[1]
+    # the massive-activation box: who wrote the outlier dimension, and who took how much back out
+    massive = max(NO.massive_activations(lm, run), key=lambda m: m.norm)
+    parts = A.residual_decomposition(lm, run, massive.position).parts[:, massive.dim]
+    sign = 1 if massive.value > 0 else -1
+    eraser = float(parts[int((sign * parts).argmin())])
+    box = next(i.value for i in at.info if "Measured on this prompt" in i.value)
+    assert sign * eraser < 0 and f"took {abs(eraser):,.0f} of it back out" in box
+    assert f"{eraser:+,.0f}" not in box
+    # the lens grid: 12 columns ending at the last token, with a caption saying which
+    assert n > 12
+    assert len(chart(at, "lens_chart")["data"][0]["x"]) == 12
+    captions = " ".join(c.value for c in at.caption)
+    assert f"positions {n - 12}–{n - 1} of your {n} tokens" in captions
+    # Try this: answer, first depth on top in the lens, largest direct contributions
+    catalog = i18n.catalog("en")
+    for k in (1, 2, 3):
+        try_run = model_run(lm, catalog[f"residual.try.{k}.prompt"])
+        answer = int(try_run.logits[0, -1].argmax())
+        lens = LL.logit_lens(lm, try_run, positions=[-1], include_embed=True)
+        ranks = lens.target_ranks[:, 0].tolist()
+        start = max(i for i, r in enumerate(ranks) if r != 0) + 1           # first row from which it stays on top
+        dla = A.direct_logit_attribution(lm, try_run, answer)
+        both = torch.cat([dla.attn, dla.mlp])
+        best = int(both.abs().argmax())
+        name = f"attn {best}" if best < lm.cfg.n_layers else f"MLP {best - lm.cfg.n_layers}"
+        why = next(m.value for m in at.markdown if m.value.startswith(catalog[f"residual.try.{k}.why"]))
+        assert f"`·{lm.token_text(answer).strip()}`" in why
+        if start - 1 == lm.cfg.n_layers - 1:
+            assert "only after the last block" in why
+        else:
+            assert f"after block {start - 1} and stays" in why
+        assert f"contributions: {name} ({float(both[best]):+.2f})" in why
+    try_run = model_run(lm, catalog["residual.try.4.prompt"])
+    top = torch.topk(try_run.logits[0, -1], 4).indices.tolist()
+    diff = A.direct_logit_attribution(lm, try_run, top[0], other_token=top[3])
+    why = next(m.value for m in at.markdown if m.value.startswith(catalog["residual.try.4.why"]))
+    assert f"attn {int(diff.attn.argmax())} ({float(diff.attn.max()):+.2f})" in why and float(diff.attn.max()) > 0
+    assert f"MLP {int(diff.mlp.argmin())} ({float(diff.mlp.min()):+.2f})" in why and float(diff.mlp.min()) < 0
+
+
+@pytest.mark.parametrize("prompt", ["Hello", "a"])
+def test_echo_claim_follows_the_count(open_page, lm, prompt):
+    """correctness review row 12: the tied-weights reason is printed only when the count
+    supports it (on "Hello" the embedding row reads back another token)."""
+    at = open_page(PAGE, lang="en", prompt=prompt)
+    assert not errors(at)
+    run = lm.run(prompt, names=["hook_embed"])
+    ids = [t.id for t in lm.tokenize(prompt)]
+    echo = sum(int(LL.decode_residual(lm, run.cache["hook_embed"][0, i]).argmax()) == ids[i] for i in range(len(ids)))
+    text = notices(at)
+    catalog = i18n.catalog("en")
+    if echo == 0:
+        assert catalog["residual.notice.echo_none"] in text and "tends to score" not in text
+    elif len(ids) == 1:
+        assert catalog["residual.notice.echo_one"] in text
+    else:
+        assert catalog["residual.notice.echo_all"].format(n=len(ids)) in text
+    assert prompt != "Hello" or echo == 0                  # the case the review saw
+
+
+@pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
+def test_chinese_prompt_reads_as_characters(open_page, lang):
+    """ux review row 10: token choices, chart titles and notices show 我¹ rather than <E6 88>;
+    lists and brackets are Chinese (chinese review zh 12)."""
+    at = open_page(PAGE, lang=lang, prompt="我吃魚，魚吃我。")
+    assert not errors(at)
+    options = at.selectbox(key="pos").options
+    assert any("我¹" in o for o in options) and not any("<E6" in o for o in options)
+    text = notices(at)
+    assert "), " not in text and " (" not in text and "）、" in text

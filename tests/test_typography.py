@@ -41,7 +41,7 @@ VARIANTS = {
         (re.compile(r"權重共用"), "tied embeddings is 權重共享"),
         (re.compile(r"占"), "佔, not 占"),
         (re.compile(r"斜紋"), "歸納斜線, not 斜紋"),
-        (re.compile(r"置中"), "center data is 中心化, not 置中"),
+        (re.compile(r"(?<!位)置中"), "center data is 中心化, not 置中"),
         (re.compile(r"一袋"), "calque of 'bag of vectors'"),
         (re.compile(r"(?<!演)算法"), "algorithm is 演算法"),
         (re.compile(r"第一名猜測"), "calque of 'top guess'"),

@@ -12,6 +12,7 @@ from plotly.subplots import make_subplots
 
 from lesson_model.analysis import neurons as N
 from ui import theme
+from ui.figures_residual import diagram_font
 from ui.text import html_escape
 
 T = Callable[..., str]
@@ -20,27 +21,34 @@ GREY = "#9ca3af"
 
 
 def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str) -> str:
-    """The gated MLP of one block as Graphviz DOT, sized with the model's numbers."""
+    """The gated MLP of one block as Graphviz DOT, sized with the model's numbers, top to
+    bottom. Streamlit draws diagram text at 9.6 SVG units whatever the DOT says and stretches
+    the SVG to its column, so the boxes are sized for that text and the column sets the
+    size (see ui.figures_residual.DIAGRAM_FONT)."""
+    size = diagram_font()
+
     def node(name: str, text: str, fill: str = "#f3f4f6", shape: str = "box") -> str:
         return f'{name} [label="{text}" fillcolor="{fill}" shape={shape}];'
 
     return "\n".join([
         "digraph mlp {",
-        "rankdir=LR; bgcolor=transparent; nodesep=0.25; ranksep=0.35;",
-        f'node [style="rounded,filled" color="#6b7280" fontname="{font}" fontsize=14];',
-        f'edge [color="#6b7280" fontname="{font}" fontsize=12];',
+        "rankdir=TB; bgcolor=transparent; nodesep=0.15; ranksep=0.16; margin=0;",
+        f'node [style="rounded,filled" color="#6b7280" fontname="{font}" fontsize={size} margin="0.06,0.02" '
+        'width=0.3 height=0.28];',
+        f'edge [color="#6b7280" fontname="{font}" fontsize={size} arrowsize=0.5];',
         node("x", tr("diagram.resid", d=d_model)),
         node("norm", tr("diagram.norm")),
         node("gate", tr("diagram.gate", d=d_model, f=d_ff), "#fde7c8"),
         node("up", tr("diagram.up", d=d_model, f=d_ff), "#fde7c8"),
         node("silu", tr("diagram.silu", f=d_ff), "#e0f2e9"),
-        node("mul", "×", "#e0f2e9", "circle"),
+        node("mul", "×", "#e0f2e9", "circle") + " mul [width=0.22 height=0.22 fixedsize=true];",
         node("down", tr("diagram.down", d=d_model, f=d_ff), "#dbeafe"),
-        node("add", "+", "#f3f4f6", "circle"),
+        node("add", "+", "#f3f4f6", "circle") + " add [width=0.22 height=0.22 fixedsize=true];",
         node("out", tr("diagram.out", d=d_model)),
+        "{ rank=same; gate; up; }",
         "x -> norm; norm -> gate; norm -> up; gate -> silu; silu -> mul; up -> mul;",
-        f'mul -> down [label="{d_ff}"]; down -> add [label="{d_model}"]; add -> out;',
-        f'x -> add [style=dashed color="{VERMILION}" label="{tr("diagram.skip")}" fontcolor="{VERMILION}"];',
+        f'mul -> down [label=" {d_ff}"]; down -> add [label=" {d_model}"]; add -> out;',
+        f'x -> add [style=dashed color="{VERMILION}" label=" {tr("diagram.skip")}" fontcolor="{VERMILION}"];',
         "}",
     ])
 
@@ -96,7 +104,7 @@ def singular_figure(tr: T, singular_values: torch.Tensor, layer: int) -> go.Figu
     fig = go.Figure(go.Scatter(x=list(range(1, len(s) + 1)), y=s, mode="lines", line=dict(color=BLUE, width=3),
                                hovertemplate=tr("collapse.hover") + "<extra></extra>"))
     fig.update_xaxes(title=tr("collapse.x"))
-    fig.update_yaxes(title=tr("collapse.y"), type="log")
+    fig.update_yaxes(title=tr("collapse.y"), type="log", dtick=1)
     fig.update_layout(title=tr("collapse.title", layer=layer))
     return fig
 
@@ -105,7 +113,7 @@ def neuron_bar_figure(tr: T, neurons: Sequence[int], values: Sequence[float], ch
     """The most active neurons at one token (signed values; the chosen one outlined).
     ``token`` is already escaped for plotly."""
     labels = [tr("neurons.n", n=n) for n in neurons]
-    colors = [BLUE if v >= 0 else VERMILION for v in values]
+    colors = [BLUE if v >= 0 else ORANGE for v in values]
     widths = [3 if n == chosen else 0 for n in neurons]
     fig = go.Figure(go.Bar(
         x=list(values), y=labels, orientation="h", marker=dict(color=colors, line=dict(color="#111827", width=widths)),
@@ -150,7 +158,7 @@ def vocab_figure(tr: T, promoted: Sequence[tuple[str, float]], suppressed: Seque
     Token labels are already escaped and unique."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("vocab.promoted"), tr("vocab.suppressed")),
                         horizontal_spacing=0.22)
-    for col, items, color in ((1, promoted, BLUE), (2, suppressed, VERMILION)):
+    for col, items, color in ((1, promoted, BLUE), (2, suppressed, ORANGE)):
         fig.add_trace(go.Bar(x=[v for _, v in items], y=[lab for lab, _ in items], orientation="h",
                              marker_color=color, hovertemplate="%{y}: %{x:+.3f}<extra></extra>"), row=1, col=col)
         fig.update_yaxes(autorange="reversed", type="category", row=1, col=col)
@@ -160,10 +168,12 @@ def vocab_figure(tr: T, promoted: Sequence[tuple[str, float]], suppressed: Seque
 
 
 def params_figure(tr: T, rows: Sequence[tuple[str, dict[str, int]]], unit: Callable[[int], str]) -> go.Figure:
-    """Horizontal 100% bars: each row's parameters split by part, absolute counts as labels."""
+    """Horizontal 100% bars: each row's parameters split by part, absolute counts as labels.
+    Each row's name sits above its bar (not beside it), so the bars keep the full width on a
+    narrow screen."""
     parts = ["attention", "mlp", "embedding", "norms"]
     colors = {"attention": BLUE, "mlp": ORANGE, "embedding": GREEN, "norms": PURPLE}
-    names = [name for name, _ in rows]
+    ys = list(range(len(rows)))
     fig = go.Figure()
     for part in parts:
         shares, labels, hovers = [], [], []
@@ -171,27 +181,33 @@ def params_figure(tr: T, rows: Sequence[tuple[str, dict[str, int]]], unit: Calla
             total = sum(counts.values())
             share = counts.get(part, 0) / total
             shares.append(share * 100)
-            labels.append(f"{unit(counts.get(part, 0))}" if share >= 0.06 else "")
+            labels.append(unit(counts.get(part, 0)) if share >= 0.06 else "")
             hovers.append(f"{html_escape(tr('params.part.' + part))}: {counts.get(part, 0):,} ({share:.1%})")
-        fig.add_trace(go.Bar(x=shares, y=names, orientation="h", name=tr(f"params.part.{part}"), marker_color=colors[part],
-                             text=labels, textposition="inside", insidetextanchor="middle", customdata=hovers,
-                             hovertemplate="%{customdata}<extra></extra>"))
-    fig.update_layout(barmode="stack", title=tr("params.title"), legend=dict(orientation="h", y=-0.25, traceorder="normal"))
+        fig.add_trace(go.Bar(x=shares, y=ys, orientation="h", name=tr(f"params.part.{part}"), marker_color=colors[part],
+                             width=0.5, text=labels, textposition="inside", insidetextanchor="middle",
+                             textfont=dict(size=14), customdata=hovers, hovertemplate="%{customdata}<extra></extra>"))
+    notes = [dict(x=0, y=y, xref="x", yref="y", text=f"<b>{name}</b>", showarrow=False, xanchor="left",
+                  yanchor="bottom", yshift=15, font=dict(size=15)) for y, (name, _) in zip(ys, rows)]
+    fig.update_layout(barmode="stack", title=tr("params.title"), annotations=notes,
+                      uniformtext=dict(minsize=13, mode="hide"),
+                      legend=dict(orientation="h", y=-0.2, traceorder="normal"))
     fig.update_xaxes(title=tr("params.x"), range=[0, 100], ticksuffix="%")
-    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_yaxes(showticklabels=False, range=[len(rows) - 0.6, -0.95], showgrid=False, zeroline=False)
     return fig
 
 
 def moe_figure(tr: T, parts_total: dict[str, int], parts_active: dict[str, int]) -> go.Figure:
-    """Total vs active parameters, stacked by part (in billions)."""
+    """Total vs active parameters, stacked by part (in billions). Value labels that would
+    be smaller than 13 px are left out (hover still shows them)."""
     colors = {"attention": BLUE, "experts": ORANGE, "embedding": GREEN, "other": PURPLE}
     cats = [tr("moe.total"), tr("moe.active")]
     fig = go.Figure()
     for part, color in colors.items():
         vals = [parts_total[part] / 1e9, parts_active[part] / 1e9]
         fig.add_trace(go.Bar(x=cats, y=vals, name=tr(f"moe.part.{part}"), marker_color=color,
-                             text=[f"{v:.1f}" if v >= 0.8 else "" for v in vals], textposition="inside",
+                             text=[f"{v:.1f}" for v in vals], textposition="inside", textfont=dict(size=15),
                              hovertemplate="%{x}: %{y:.2f} B<extra>" + html_escape(tr(f"moe.part.{part}")) + "</extra>"))
-    fig.update_layout(barmode="stack", title=tr("moe.title"), legend=dict(orientation="h", y=-0.2, traceorder="normal"))
+    fig.update_layout(barmode="stack", title=tr("moe.title"), uniformtext=dict(minsize=13, mode="hide"),
+                      legend=dict(orientation="h", y=-0.15, traceorder="normal"))
     fig.update_yaxes(title=tr("moe.y"))
     return fig

@@ -45,7 +45,9 @@ def silu(x: torch.Tensor) -> torch.Tensor:
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
-    """silu(gate) * up: the gate decides how much of ``up`` passes, and with which sign."""
+    """silu(gate) * up. For a positive gate silu(gate) is close to gate (no upper bound), so
+    ``up`` is scaled by about gate; for a negative gate the factor lies in (-0.28, 0): a small,
+    sign-flipped share of ``up``."""
     return F.silu(gate) * up
 
 
@@ -152,11 +154,39 @@ def neuron_effects_on_token(lm, run, layer: int, token: int, position: int = -1)
     return post * per_unit.to(post.device) / scale
 
 
+# --------------------------------------------------------------------------- the neuron that pushes a token most
+
+@dataclass(frozen=True)
+class Pusher:
+    """Of the k most active neurons at a position, the one whose direct effect raises one
+    token's logit the most."""
+    neuron: int
+    value: float      # its activation (hook_post) at the position
+    push: float       # its direct effect on the token's logit there (final-norm scale frozen)
+    total: float      # every neuron of the layer together (the MLP's direct logit attribution)
+    scale: float      # the final norm's divisor s at the position
+
+
+def strongest_pusher(lm, run, layer: int, token: int, position: int = -1, k: int = 12) -> Pusher:
+    """Among the ``k`` neurons with the largest |activation| at ``position``, the one that
+    pushes ``token`` up the most, directly (reads neuron_effect_names(layer))."""
+    top = neuron_top_activations(lm, run, layer, position, k=k)
+    pushes = neuron_effects_on_token(lm, run, layer, token, position)              # [d_ff]
+    best = max(top, key=lambda a: float(pushes[a.neuron]))
+    return Pusher(neuron=best.neuron, value=best.value, push=float(pushes[best.neuron]),
+                  total=float(pushes.sum()), scale=float(run.cache["ln_final.hook_scale"][0, position, 0]))
+
+
 # --------------------------------------------------------------------------- why the non-linearity
+
+SILU_MIN = float(silu(torch.linspace(-4.0, 0.0, 40_001)).min())   # -0.2785, at g = -1.278
+
 
 @dataclass
 class LinearCollapse:
-    """What up_proj then down_proj would be with nothing in between: one matrix."""
+    """A plain two-matrix MLP with its activation taken out is one matrix. Built here from
+    this layer's up_proj (as W_in) and down_proj (as W_out); this model's real MLP also has
+    gate_proj, and does not collapse (see nonlinearity_check)."""
     product: torch.Tensor            # [d_model, d_model] = up_proj @ down_proj
     singular_values: torch.Tensor    # [d_model], largest first
     rank: int                        # numerical rank of the product
@@ -166,11 +196,14 @@ class LinearCollapse:
 
 
 def linear_collapse(lm, layer: int, x: torch.Tensor | None = None) -> LinearCollapse:
-    """Two linear maps in a row are one linear map: (x @ up) @ down == x @ (up @ down).
+    """Two linear maps in a row are one linear map: (x @ W_in) @ W_out == x @ (W_in @ W_out).
 
-    The product of this layer's up_proj [d_model, d_ff] and down_proj [d_ff, d_model] is a
-    single [d_model, d_model] matrix whose rank is at most d_model, however wide d_ff is.
-    ``x`` [d_model] (default: a fixed random vector) checks the two ways agree.
+    A plain MLP (the 2017 Transformer's, GPT-2's) is act(x W_in) W_out. Without ``act``,
+    take W_in = this layer's up_proj [d_model, d_ff] and W_out = its down_proj
+    [d_ff, d_model]: their product is a single [d_model, d_model] matrix whose rank is at
+    most d_model, however wide d_ff is. ``x`` [d_model] (default: a fixed random vector)
+    checks the two ways agree. (This leaves gate_proj out: it is the plain MLP's story,
+    not this model's gated one.)
     """
     mlp = lm.decoder.blocks[layer].mlp
     with torch.inference_mode():
@@ -192,14 +225,34 @@ def mlp_names(layer: int) -> list[str]:
     return [f"blocks.{layer}.ln2.hook_normalized"]
 
 
+MAPS = ("plain", "bilinear", "real")
+
+
 @dataclass
 class Additivity:
-    """f(a + b) against f(a) + f(b) for the real MLP and for its linear stand-in."""
-    mlp_gap: float       # |f(a+b) - f(a) - f(b)| / |f(a+b)| for the real gated MLP
-    linear_gap: float    # the same for x -> x @ up @ down (0 up to rounding)
-    mlp_scale_gap: float  # |f(2a) - 2 f(a)| / |f(2a)|: doubling the input does not double the output
-    norm_sum: float      # |f(a+b)|
-    norm_parts: float    # |f(a) + f(b)|
+    """How far three maps made of one layer's MLP weights are from linear, on two real MLP
+    inputs a and b:
+
+        plain      x -> (x W_up) W_down                    a two-matrix MLP, activation taken out
+        bilinear   x -> ((x W_gate) * (x W_up)) W_down     this gated MLP, SiLU taken out
+        real       x -> (silu(x W_gate) * (x W_up)) W_down the MLP itself
+
+    A linear map has gap 0 and doubling 2. The bilinear map is a product of two linear
+    maps, so it is quadratic: f(2a) = 4 f(a) exactly, and f(a + b) picks up the cross terms
+    (a W_gate * b W_up + b W_gate * a W_up) W_down.
+    """
+    gap: dict[str, float]       # |f(a+b) - f(a) - f(b)| / |f(a+b)|
+    doubling: dict[str, float]  # |f(2a)| / |f(a)|
+    quadratic_error: float      # |f(2a) - 4 f(a)| / |f(2a)| for the bilinear map (0 up to rounding)
+
+    # the names the page and older callers use
+    @property
+    def mlp_gap(self) -> float:
+        return self.gap["real"]
+
+    @property
+    def linear_gap(self) -> float:
+        return self.gap["plain"]
 
 
 def mlp_forward(lm, layer: int, x: torch.Tensor) -> torch.Tensor:
@@ -210,24 +263,38 @@ def mlp_forward(lm, layer: int, x: torch.Tensor) -> torch.Tensor:
     return (swiglu(v @ mlp.gate_proj, v @ mlp.up_proj) @ mlp.down_proj).to(x.device)
 
 
-def nonlinearity_check(lm, run, layer: int, pos_a: int, pos_b: int) -> Additivity:
-    """Feed the MLP of ``layer`` the real inputs of two positions, and their sum.
-
-    A linear map would give f(a + b) = f(a) + f(b) exactly; the gated MLP does not, which is
-    why stacking MLPs builds functions no single matrix can.
-    """
+def mlp_maps(lm, layer: int) -> dict:
+    """The three maps of Additivity for one layer, each x [..., d_model] -> [..., d_model]."""
     mlp = lm.decoder.blocks[layer].mlp
+    return {
+        "plain": lambda v: (v @ mlp.up_proj) @ mlp.down_proj,
+        "bilinear": lambda v: ((v @ mlp.gate_proj) * (v @ mlp.up_proj)) @ mlp.down_proj,
+        "real": lambda v: mlp_forward(lm, layer, v),
+    }
+
+
+def nonlinearity_check(lm, run, layer: int, pos_a: int, pos_b: int) -> Additivity:
+    """Feed three maps built from the MLP of ``layer`` the real inputs of two positions,
+    their sum, and twice the first (see Additivity).
+
+    Only the plain map adds up: the gated MLP is not linear even with SiLU taken out,
+    which is why stacking MLPs builds functions no single matrix can.
+    """
     w = lm.decoder.blocks[layer].ln2.weight.detach().float()
     normalized = run.cache[f"blocks.{layer}.ln2.hook_normalized"][0].float().to(w.device)   # [pos, d_model]
-    a, b = normalized[pos_a] * w, normalized[pos_b] * w                        # [d_model] each: what the MLP reads
+    a, b = (normalized[pos_a] * w).double(), (normalized[pos_b] * w).double()   # [d_model] each: what the MLP reads
+
+    def rel(whole: torch.Tensor, parts: torch.Tensor) -> float:
+        return float((whole - parts).norm() / whole.norm().clamp_min(1e-30))
+
+    gap, doubling = {}, {}
     with torch.inference_mode():
-        f = lambda v: mlp_forward(lm, layer, v)                                # noqa: E731
-        lin = lambda v: (v @ mlp.up_proj) @ mlp.down_proj                      # noqa: E731
-        fa, fb, fab, f2a = f(a), f(b), f(a + b), f(2 * a)
-        la, lb, lab = lin(a), lin(b), lin(a + b)
-
-    def gap(whole: torch.Tensor, parts: torch.Tensor) -> float:
-        return float((whole - parts).norm() / whole.norm().clamp_min(1e-12))
-
-    return Additivity(mlp_gap=gap(fab, fa + fb), linear_gap=gap(lab, la + lb), mlp_scale_gap=gap(f2a, 2 * fa),
-                      norm_sum=float(fab.norm()), norm_parts=float((fa + fb).norm()))
+        maps = mlp_maps(lm, layer)
+        for name in MAPS:
+            f = lambda v, m=maps[name]: m(v.to(w.dtype)).double()             # noqa: E731
+            fa, fb, fab, f2a = f(a), f(b), f(a + b), f(2 * a)
+            gap[name] = rel(fab, fa + fb)
+            doubling[name] = float(f2a.norm() / fa.norm().clamp_min(1e-30))
+            if name == "bilinear":
+                quadratic = rel(f2a, 4 * fa)
+    return Additivity(gap=gap, doubling=doubling, quadratic_error=quadratic)
