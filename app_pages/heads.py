@@ -16,22 +16,29 @@ from lesson_model.decoder import Attention, KVCache
 from ui import figures_heads as F
 from ui import state, theme
 from ui.figures_attention import pattern_figure
+from ui.i18n import join_list, join_sentences
 from ui.lesson import Lesson
-from ui.tokens import axis_labels, md_labeler, position_label
+from ui.tokens import axis_labels, md_labeler, position_label, readable_texts
 
 CAP = 64
 PRESETS = ["this", *K.PRESETS]          # "this" = the loaded model
 DTYPES = ["fp32", "fp16", "int8"]
 VARIANTS = ["actual", "MHA", "MQA"]
 CTX_MAX = 1_048_576
+TIE = 0.005             # values this close to the best one print the same: a tie, not "the" strongest head
+DEPTH_GAP = 0.10        # early vs late layers: "depth matters" only with at least this gap
+ALIKE = 0.05            # two heads' weights never further apart than this: "almost alike"
+TIES_LISTED = 3
 
 page = Lesson("heads")
 page.header()
 lm = page.model()
 cfg = lm.cfg
+st.markdown(page.t("intro_count", h=cfg.n_heads, layers=cfg.n_layers, total=cfg.n_heads * cfg.n_layers))
 tokens = page.tokens(lm, cap=CAP)
 n = len(tokens)
 labels = axis_labels(tokens)
+readable = readable_texts(tokens)       # byte pieces of a split character read as the character (我¹ 我²)
 run = page.run(lm, tokens, names=A.capture_names(cfg.n_layers))   # shared with the attention lesson
 
 md_tok = md_labeler(tokens)
@@ -39,6 +46,22 @@ md_tok = md_labeler(tokens)
 
 def head_name(layer: int, head: int) -> str:
     return f"{layer}.{head}"
+
+
+def shape_text(weight) -> str:
+    """A matrix's shape as the lesson writes it: "576 × 192" (not a Python tuple)."""
+    return " × ".join(str(n) for n in weight.shape)
+
+
+def who(leaders: list[tuple[int, int, float]]) -> str:
+    """The head(s) with the best value: "head 16.0", or the tied heads when several print
+    the same value (a two-token prompt, where dozens of heads give 100% to the first token)."""
+    names = [head_name(layer, head) for layer, head, _ in leaders]
+    if len(names) == 1:
+        return page.t("who.one", head=names[0])
+    if len(names) <= TIES_LISTED:
+        return page.t("who.tied", heads=join_list(names))
+    return page.t("who.tied_many", n=len(names), heads=join_list(names[:TIES_LISTED]))
 
 
 def open_from_chart() -> None:
@@ -63,6 +86,8 @@ has_repeats = bool(H.induction_targets(H.run_ids(run)))
 # --- 1. every head of one layer --------------------------------------------------------------
 st.subheader(page.t("grid_title"), anchor=False)
 page.prose("grid")
+if n < 2:
+    st.info(page.t("one_token", token=md_tok(0)), icon=":material/info:")
 figure_area, controls = page.columns()
 with controls:
     measure = state.url_choice("measure", page.t("measure_label"), list(H.MEASURES), "previous",
@@ -87,8 +112,9 @@ left, right = st.columns([2, 3], gap="medium")
 with left:
     overview = F.overview_figure(grid.tolist(), measure, (layer, head), page.t,
                                  page.t("fig.overview_title", measure=page.t(f"fig.measure.{measure}")))
-    st.plotly_chart(theme.style(overview, height=80 + 24 * cfg.n_layers), key="overview", theme=None,
-                    width="stretch", on_select=open_from_chart, selection_mode="points",
+    overview = theme.style(overview, height=160 + 24 * cfg.n_layers, title_width=24)     # a narrow column
+    st.plotly_chart(overview, key="overview", theme=None, width="stretch", on_select=open_from_chart,
+                    selection_mode="points",
                     config={"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]})
     st.caption(page.t("overview_caption"))
 with right:
@@ -102,34 +128,39 @@ with right:
 # --- 3. every head reads the whole vector ---------------------------------------------------------
 st.subheader(page.t("whole_title", d=cfg.d_model), anchor=False)
 page.prose("whole")
-st.graphviz_chart(F.projection_dot(cfg, page.t, theme.font_family().split(",")[0]), width="stretch")
+if cfg.d_model == cfg.n_heads * cfg.d_head:
+    st.markdown(page.t("whole_equal", d=cfg.d_model, h=cfg.n_heads, dh=cfg.d_head))
+# Drawn at a width that makes its text F.DIAGRAM_TEXT_PX (not stretched to the column, which made
+# a wide diagram's text tiny; see ui/figures_heads.py).
+proj_dot, proj_width = F.projection_dot(cfg, page.t, theme.font_family().split(",")[0])
+st.graphviz_chart(proj_dot, width=F.diagram_px(proj_width))
 share = H.query_weight_slices(lm, layer)                             # [n_heads, n_chunks]
 feeding = H.inputs_feeding_head(lm, layer)                           # [n_heads]
-left, right = st.columns([3, 2], gap="medium")
-with left:
-    theme.plot(F.slices_figure(share.tolist(), cfg.d_head, page.t), key="slices_chart", height=460)
-with right:
-    st.markdown(page.t("shapes", d=cfg.d_model, q=cfg.n_heads * cfg.d_head, h=cfg.n_heads, dh=cfg.d_head,
-                       layer=layer))
-    st.markdown(page.t("slices_facts", layer=layer, d=cfg.d_model, lo=f"{float(share.min()):.0%}",
-                       hi=f"{float(share.max()):.0%}", even=f"{1 / share.shape[1]:.0%}"))
-    if int(feeding.min()) < cfg.d_model:
-        st.markdown(page.t("slices_partial", layer=layer, min=int(feeding.min()), d=cfg.d_model))
+st.markdown(page.t("shapes", d=cfg.d_model, q=cfg.n_heads * cfg.d_head, h=cfg.n_heads, dh=cfg.d_head, layer=layer))
+lo, hi, even = float(share.min()), float(share.max()), 1 / share.shape[1]
+st.markdown(join_sentences([
+    page.t("slices_facts"),
+    page.t("slices_all", layer=layer, d=cfg.d_model) if int(feeding.min()) == cfg.d_model else
+    page.t("slices_partial", layer=layer, min=int(feeding.min()), d=cfg.d_model),
+    page.t("slices_even" if even / 2 <= lo and hi <= 1.5 * even else "slices_uneven",
+           lo=f"{lo:.0%}", hi=f"{hi:.0%}", even=f"{even:.0%}")]))
+# Full width: nine columns of percentages need the room (at 1024 px a side column squeezed them together).
+theme.plot(F.slices_figure(share.tolist(), cfg.d_head, page.t), key="slices_chart", height=460)
 
 # --- 4. grouped-query attention ----------------------------------------------------------------------
 st.subheader(page.t("gqa_title", h=cfg.n_heads, kv=cfg.n_kv_heads), anchor=False)
 page.prose("gqa")
 group = head // cfg.group_size
 members = list(range(group * cfg.group_size, (group + 1) * cfg.group_size))
-st.graphviz_chart(F.gqa_dot(cfg.n_heads, cfg.n_kv_heads, head, page.t, theme.font_family().split(",")[0]),
-                  width="stretch")
+gqa_dot, gqa_width = F.gqa_dot(cfg.n_heads, cfg.n_kv_heads, head, page.t, theme.font_family().split(",")[0])
+st.graphviz_chart(gqa_dot, width=F.diagram_px(gqa_width))
 left, right = st.columns([2, 3], gap="medium")
 with left:
     W = lm.decoder.blocks[layer].attn
-    st.markdown(page.t("gqa_shapes", wq=f"{tuple(W.W_Q.shape)}", wk=f"{tuple(W.W_K.shape)}",
-                       wv=f"{tuple(W.W_V.shape)}", h=cfg.n_heads, kv=cfg.n_kv_heads, g=cfg.group_size))
+    st.markdown(page.t("gqa_shapes", wq=shape_text(W.W_Q), wk=shape_text(W.W_K), wv=shape_text(W.W_V), h=cfg.n_heads,
+                       kv=cfg.n_kv_heads, g=cfg.group_size))
     query = state.url_int("pos", page.t("query_label"), 0, n - 1, n - 1, widget="select",
-                          format_func=lambda i: position_label(tokens, i), help=page.t("query_help"))
+                          format_func=lambda i: position_label(readable, i), help=page.t("query_help"))
 with right:
     group_weights = [run.cache[f"blocks.{layer}.attn.hook_pattern"][0, h, query, : query + 1] for h in members]
     theme.plot(F.group_weights_figure([w.tolist() for w in group_weights], members, layer, labels[: query + 1],
@@ -141,8 +172,11 @@ qs = run.cache[f"blocks.{layer}.attn.hook_rot_q"][0, query, members]          # 
 shared_scores = qs @ keys[: query + 1].T / cfg.d_head ** 0.5                  # [group, pos]
 same_keys_check = max(float((torch.softmax(shared_scores[i], -1) - group_weights[i]).abs().max())
                       for i in range(len(members)))
-st.caption(page.t("gqa_check", heads=", ".join(head_name(layer, h) for h in members), g=group,
-                  err=f"{same_keys_check:.1e}"))
+check_heads = join_list(head_name(layer, h) for h in members)
+if same_keys_check == 0:
+    st.caption(page.t("gqa_check_exact", heads=check_heads, g=group))
+else:
+    st.caption(page.t("gqa_check", heads=check_heads, g=group, err=f"{same_keys_check:.1e}"))
 
 # --- 5. the KV cache and its memory -------------------------------------------------------------------
 st.subheader(page.t("kv_title"), anchor=False)
@@ -180,39 +214,51 @@ with figure_area:
                        [K.kv_bytes(chosen, c, dtype) / 2**30 for c in contexts], "#000000", "dash"))
     theme.plot(F.kv_memory_figure(series, contexts, context, page.t), key="kv_chart", height=460)
 positions, measured = measured_kv_bytes(lm, tuple(tok.id for tok in tokens))
-st.caption(page.t("kv_measured", n=positions, bytes=f"{measured:,}",
+st.caption(page.t("kv_measured_one" if positions == 1 else "kv_measured", n=positions, bytes=f"{measured:,}",
                   per=f"{K.kv_bytes_per_token(this, 'fp32'):,.0f}"))
 
 # --- What to notice --------------------------------------------------------------------------------------
-prev = H.top_heads(measures["previous"], 1)[0]
-sink = H.top_heads(measures["sink"], 1)[0]
-flat = H.top_heads(measures["entropy"], 1)[0]
-sharp = H.top_heads(measures["entropy"], 1, largest=False)[0]
-n_sinks = int((measures["sink"] > 0.5).sum())
-observations = [
-    page.t("notice.previous", head=head_name(*prev[:2]), pct=f"{prev[2]:.0%}"),
-    page.t("notice.sink", head=head_name(*sink[:2]), pct=f"{sink[2]:.0%}", first=md_tok(0), count=n_sinks,
-           total=cfg.n_layers * cfg.n_heads),
-    page.t("notice.entropy", flat=head_name(*flat[:2]), e1=f"{flat[2]:.2f}", sharp=head_name(*sharp[:2]),
-           e2=f"{sharp[2]:.2f}"),
-]
-if has_repeats:
-    ind = H.top_heads(measures["induction"], 1)[0]
-    observations.append(page.t("notice.induction", head=head_name(*ind[:2]), pct=f"{ind[2]:.0%}"))
+total_heads = cfg.n_layers * cfg.n_heads
+observations = []
+if n < 2:
+    observations.append(page.t("notice.one_token", token=md_tok(0)))
 else:
-    observations.append(page.t("notice.no_induction"))
-w0, w1 = group_weights[0], group_weights[1]
-observations.append(page.t("notice.group", a=head_name(layer, members[0]), b=head_name(layer, members[1]),
-                           query=md_tok(query), ta=md_tok(int(w0.argmax())), pa=f"{float(w0.max()):.0%}",
-                           tb=md_tok(int(w1.argmax())), pb=f"{float(w1.max()):.0%}"))
+    prev = H.leaders(measures["previous"], tol=TIE)
+    observations.append(page.t("notice.previous", who=who(prev), pct=f"{prev[0][2]:.0%}"))
+    sink = H.leaders(measures["sink"], tol=TIE)
+    n_sinks = int((measures["sink"] > 0.5).sum())
+    sink_count = ("notice.sink_none" if n_sinks == 0 else
+                  "notice.sink_most" if n_sinks > total_heads / 2 else "notice.sink_some")
+    observations.append(join_sentences([
+        page.t("notice.sink", who=who(sink), first=md_tok(0), pct=f"{sink[0][2]:.0%}"),
+        page.t(sink_count, count=n_sinks, total=total_heads)]))
+    early, late, third = H.depth_means(measures["sink"])
+    depth = ("notice.depth_up" if late - early >= DEPTH_GAP else
+             "notice.depth_down" if early - late >= DEPTH_GAP else "notice.depth_flat")
+    observations.append(page.t(depth, a=f"{early:.0%}", b=f"{late:.0%}", k=third - 1, m=cfg.n_layers - third,
+                               last=cfg.n_layers - 1))
+    if n == 2:
+        observations.append(page.t("notice.two_tokens"))
+    flat = H.leaders(measures["entropy"], tol=TIE)
+    sharp = H.leaders(measures["entropy"], largest=False, tol=TIE)
+    observations.append(page.t("notice.entropy", flat=who(flat), e1=f"{flat[0][2]:.2f}", sharp=who(sharp),
+                               e2=f"{sharp[0][2]:.2f}"))
+    if has_repeats:
+        ind = H.leaders(measures["induction"], tol=TIE)
+        observations.append(page.t("notice.induction", who=who(ind), pct=f"{ind[0][2]:.0%}"))
+    else:
+        observations.append(page.t("notice.no_induction"))
+contrast = H.group_contrast(group_weights[0], group_weights[1])
+kind = contrast.kind(ALIKE)
+observations.append(page.t(f"notice.group_{kind}", a=head_name(layer, members[0]), b=head_name(layer, members[1]),
+                           query=md_tok(query), ta=md_tok(contrast.top_a), tb=md_tok(contrast.top_b),
+                           pa=f"{contrast.weight_a:.0%}", pb=f"{contrast.weight_b:.0%}",
+                           gap=f"{contrast.max_gap:.1%}" if kind == "alike" else f"{contrast.max_gap:.0%}"))
 llama = K.PRESETS["llama2_70b"]
+llama_ratio = K.kv_bytes_per_token(llama.with_kv_heads(llama.n_heads)) / K.kv_bytes_per_token(llama)
 observations.append(page.t("notice.kv", name=chosen.name, per="{:.4g} {}".format(*K.human_bytes(per_token)),
                            n=f"{context:,}", total="{:.4g} {}".format(*K.human_bytes(total)),
-                           ratio=f"{K.kv_bytes_per_token(llama.with_kv_heads(llama.n_heads)) / K.kv_bytes_per_token(llama):.0f}"))
-third = cfg.n_layers // 3
-early, late = measures["sink"][:third].mean(), measures["sink"][-third:].mean()
-observations.append(page.t("notice.depth", a=f"{float(early):.0%}", b=f"{float(late):.0%}", k=third - 1,
-                           m=cfg.n_layers - third, last=cfg.n_layers - 1))
+                           ratio=f"{llama_ratio:.0f}"))
 page.notice(observations)
 page.try_this()
 

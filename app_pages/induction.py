@@ -10,9 +10,10 @@ import torch
 from lesson_model.analysis import induction as I
 from ui import figures_induction as F
 from ui import state, theme
+from ui.i18n import join_list, join_sentences
 from ui.lesson import Lesson
 from ui.text import code_span, html_escape, md_escape
-from ui.tokens import label, md_labeler, position_label
+from ui.tokens import label, md_labeler, position_label, readable_texts
 
 CAP = 64
 N_SEQS = 10          # random sequences averaged for the score map and the losses
@@ -20,6 +21,8 @@ N_RANDOM = 3         # random head sets in the ablation control
 SITE_TOP = 8         # heads listed for a repeat in the learner's text
 TOP_SHOWN = 3        # best heads whose patterns are drawn
 STRIP_MAX = 64       # tokens shown in the highlighted strip
+COPIED = 1.0         # nats: the second copy is "copied" when its loss is at least this much lower
+ABLATION_MOVE = 0.1  # nats: a smaller change of the loss counts as "barely changes"
 
 page = Lesson("induction")
 page.header()
@@ -50,7 +53,7 @@ st.subheader(page.t("text_title"), anchor=False)
 page.prose("text")
 tokens = page.tokens(lm, cap=CAP)
 n = len(tokens)
-plain = [label(tok) for tok in tokens]
+plain = [label(text) for text in readable_texts(tokens)]   # byte pieces read as their character (我¹ 我²)
 
 md_tok = md_labeler(tokens)
 
@@ -64,7 +67,7 @@ if not sites:
 else:
     options = [str(q) for q in sites]
     site_key = state.url_choice("site", page.t("site_label"), options, options[-1],
-                                format_func=lambda q: position_label(tokens, int(q)), help=page.t("site_help"))
+                                format_func=lambda q: position_label(plain, int(q)), help=page.t("site_help"))
     site = sites[int(site_key)]
     a2, b = site.query, site.targets[-1]
     a1 = b - 1
@@ -90,8 +93,9 @@ figure_area, controls = page.columns()
 with controls:
     seq_len = state.url_int("len", page.t("len_label"), 10, 100, 50, widget="number", help=page.t("len_help"))
     seed = state.url_int("seed", page.t("seed_label"), 0, 9999, 0, widget="number", help=page.t("seed_help"))
-with st.spinner(page.t("computing", n=N_SEQS, len=2 * seq_len), show_time=True):
-    exp = experiment(lm, lm.name, seq_len, seed)
+    # The spinner sits under the controls that started the run, where the learner is looking.
+    with st.spinner(page.t("computing", n=N_SEQS, len=2 * seq_len), show_time=True):
+        exp = experiment(lm, lm.name, seq_len, seed)
 ranked = I.top_k_heads(exp.scores, cfg.n_layers * cfg.n_heads)
 best = ranked[:TOP_SHOWN]
 with figure_area:
@@ -102,10 +106,11 @@ with figure_area:
     theme.plot(F.score_map_figure(exp.scores.tolist(), [(layer, head) for layer, head, _ in best], page.t),
                key="map_chart", height=80 + 22 * cfg.n_layers)
 shown = list(exp.example_patterns.items())
-theme.plot(F.stripe_patterns_figure([p.tolist() for _, p in shown], [head_name(*key) for key, _ in shown],
-                                    [float(exp.scores[key]) for key, _ in shown], seq_len,
-                                    [label(lm.token_text(i), 12) for i in example], page.t),
-           key="stripes_chart", height=470)
+hover_tokens = [html_escape(label(lm.token_text(i), 12)) for i in example]
+for i, (column, (key, pattern)) in enumerate(zip(st.columns(len(shown), gap="small"), shown)):
+    with column:      # one chart per head: the columns stack on a phone instead of squeezing three titles
+        theme.plot(F.stripe_pattern_figure(pattern.tolist(), head_name(*key), float(exp.scores[key]), seq_len,
+                                           hover_tokens, page.t), key=f"stripes_chart_{i}", height=360)
 st.caption(page.t("stripes_caption", n=seq_len, last=2 * seq_len - 1))
 
 # --- 3. the loss on each copy ----------------------------------------------------------------------
@@ -119,8 +124,8 @@ page.prose("ablation")
 figure_area, controls = page.columns()
 with controls:
     k = state.url_int("k", page.t("k_label"), 1, 10, 5, help=page.t("k_help"))
-with st.spinner(page.t("ablating", k=k, sets=N_RANDOM + 1), show_time=True):
-    ab = ablation(lm, lm.name, seq_len, seed, k)
+    with st.spinner(page.t("ablating", k=k, sets=N_RANDOM + 1), show_time=True):
+        ab = ablation(lm, lm.name, seq_len, seed, k)
 bars = [page.t("bar.intact"), page.t("bar.top", k=k)] + [page.t("bar.random", k=k, i=i + 1)
                                                         for i in range(len(ab.random_losses))]
 values = [ab.baseline, ab.top_loss, *ab.random_losses]
@@ -128,9 +133,9 @@ colours = ["#6b7280", F.STRIPE] + [theme.OKABE_ITO[0]] * len(ab.random_losses)
 with figure_area:
     theme.plot(F.ablation_figure(bars, values, colours, page.t), key="ablation_chart", height=420)
 with controls:
-    st.markdown(page.t("zeroed_top", heads=", ".join(head_name(*h) for h in ab.top_heads)))
+    st.markdown(page.t("zeroed_top", heads=join_list(head_name(*h) for h in ab.top_heads)))
     for i, heads in enumerate(ab.random_sets):
-        st.markdown(page.t("zeroed_random", i=i + 1, heads=", ".join(head_name(*h) for h in heads)))
+        st.markdown(page.t("zeroed_random", i=i + 1, heads=join_list(head_name(*h) for h in heads)))
 
 # --- 5. which heads do it on the learner's text ----------------------------------------------------------
 top_set = {(layer, head) for layer, head, _ in ranked[:k]}
@@ -149,22 +154,40 @@ if site is not None:
 
 # --- What to notice -------------------------------------------------------------------------------------
 layers = sorted({layer for layer, _, _ in ranked[:k]})
+third = cfg.n_layers // 3
+early = float(exp.scores[:third].max())
+best_parts = [page.t("notice.best", head=head_name(*best[0][:2]), pct=f"{best[0][2]:.0%}")]
+if k > 1:
+    best_parts.append(page.t("notice.best_layer" if len(layers) == 1 else "notice.best_layers", k=k,
+                             layers=join_list(str(layer) for layer in layers)))
+best_parts.append(page.t("notice.early_only" if early < best[0][2] / 2 else "notice.early", third=third - 1,
+                         early=f"{early:.0%}"))
+first, second = exp.mean_loss_first, exp.mean_loss_second
+move = ab.top_loss - ab.baseline
+ablation_key = ("notice.ablation_up" if move >= ABLATION_MOVE else
+                "notice.ablation_down" if move <= -ABLATION_MOVE else "notice.ablation_flat")
+random_move = ab.random_mean - ab.baseline
+compare_key = ("notice.compare_far" if move >= ABLATION_MOVE and move > 2 * max(random_move, 0) else
+               "notice.compare_more" if move >= ABLATION_MOVE and move > random_move else "notice.compare_not")
 observations = [
-    page.t("notice.best", head=head_name(*best[0][:2]), pct=f"{best[0][2]:.0%}", k=k,
-           layers=", ".join(str(layer) for layer in layers),
-           early=f"{float(exp.scores[: cfg.n_layers // 3].max()):.0%}", third=cfg.n_layers // 3 - 1),
-    page.t("notice.loss", first=f"{exp.mean_loss_first:.2f}", second=f"{exp.mean_loss_second:.2f}",
-           vocab=f"{cfg.vocab_size:,}", uniform=f"{torch.log(torch.tensor(float(cfg.vocab_size))):.2f}"),
-    page.t("notice.ablation", k=k, base=f"{ab.baseline:.2f}", top=f"{ab.top_loss:.2f}",
-           rand=f"{ab.random_mean:.2f}"),
+    join_sentences(best_parts),
+    join_sentences([
+        page.t("notice.loss", first=f"{first:.2f}", second=f"{second:.2f}", vocab=f"{cfg.vocab_size:,}",
+               uniform=f"{torch.log(torch.tensor(float(cfg.vocab_size))):.2f}"),
+        page.t("notice.loss_copied" if second <= first - COPIED else "notice.loss_not_copied")]),
+    join_sentences([
+        page.t(ablation_key, k=k, base=f"{ab.baseline:.2f}", top=f"{ab.top_loss:.2f}", rand=f"{ab.random_mean:.2f}"),
+        page.t(compare_key)]),
 ]
 if site is not None:
     flat = site.grid.flatten()
     i = int(flat.argmax())
     layer, head = i // cfg.n_heads, i % cfg.n_heads
-    observations.append(page.t("notice.site", head=head_name(layer, head), a=md_tok(site.query),
-                               b=md_tok(site.targets[-1]), pct=f"{float(flat[i]):.0%}",
-                               also=page.t("notice.also") if (layer, head) in top_set else ""))
+    site_parts = [page.t("notice.site", head=head_name(layer, head), a=md_tok(site.query),
+                         b=md_tok(site.targets[-1]), pct=f"{float(flat[i]):.0%}")]
+    if (layer, head) in top_set:
+        site_parts.append(page.t("notice.also"))
+    observations.append(join_sentences(site_parts))
 else:
     observations.append(page.t("notice.no_site"))
 page.notice(observations)

@@ -117,3 +117,25 @@ def test_every_input_number_feeds_every_head(lm):
     W = lm.decoder.blocks[10].attn.W_Q.detach()
     norms = torch.tensor([float(W[c * 64:(c + 1) * 64, 0:64].norm()) for c in range(9)])
     assert float(share[0, 0]) == pytest.approx(float(norms[0] / norms.sum()), rel=1e-5)
+
+
+def test_group_kinds_by_hand():
+    first = H.group_contrast(torch.tensor([1.0]), torch.tensor([1.0]))
+    assert first.kind() == "first"
+    assert H.group_contrast(torch.tensor([0.7, 0.3]), torch.tensor([0.2, 0.8])).kind() == "different"
+    assert H.group_contrast(torch.tensor([0.70, 0.30]), torch.tensor([0.72, 0.28])).kind() == "alike"
+    assert H.group_contrast(torch.tensor([0.3, 0.5, 0.2]), torch.tensor([0.1, 0.52, 0.38])).kind() == "amount"
+    assert H.group_contrast(torch.tensor([0.5, 0.4, 0.1]), torch.tensor([0.5, 0.3, 0.2])).kind() == "rest"
+
+
+def test_leaders_by_hand():
+    grid = torch.tensor([[1.0, 0.999, 0.5], [float("nan"), 0.2, 0.996]])
+    assert [(layer, head) for layer, head, _ in H.leaders(grid)] == [(0, 0), (0, 1), (1, 2)]
+    assert [(layer, head) for layer, head, _ in H.leaders(grid, largest=False)] == [(1, 1)]
+    assert H.leaders(torch.full((2, 2), float("nan"))) == []
+
+
+def test_depth_means():
+    grid = torch.tensor([[0.2, 0.4]] * 3 + [[0.5, 0.5]] * 3 + [[0.9, float("nan")]] * 3)   # 9 layers
+    early, late, third = H.depth_means(grid)
+    assert third == 3 and early == pytest.approx(0.3) and late == pytest.approx(0.9)

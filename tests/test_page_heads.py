@@ -9,6 +9,7 @@ import pytest
 from lesson_model.analysis import heads as H
 from lesson_model.analysis import kv_memory as K
 from tests._apptest import charts, errors, text_of
+from ui.tokens import readable_texts
 
 pytestmark = pytest.mark.slow
 
@@ -35,9 +36,11 @@ def test_default_page_measures_are_the_models(open_page, lm):
     heat = [t for t in figs["grid_chart"]["data"] if t["type"] == "heatmap"]
     assert len(heat) == 9
     assert heat[4]["z"][3][1] == pytest.approx(float(run.cache["blocks.0.attn.hook_pattern"][0, 4, 3, 1]), abs=1e-6)
-    # The strongest previous-token head is named in What to notice.
-    layer, head, value = H.top_heads(grids["previous"], 1)[0]
-    assert f"is {layer}.{head}: it puts {value:.0%}" in text_of(at)
+    # The strongest previous-token head is named in What to notice (no tie on this prompt).
+    leaders = H.leaders(grids["previous"])
+    assert len(leaders) == 1
+    layer, head, value = leaders[0]
+    assert f"strongest previous-token score on your prompt is {value:.0%}, in head {layer}.{head}:" in text_of(at)
     # GQA: three heads of one group, same keys; the check is shown.
     group = figs["group_chart"]["data"]
     assert [t["name"] for t in group] == ["head 0.0", "head 0.1", "head 0.2"]
@@ -58,8 +61,8 @@ def test_measure_and_head_from_the_url(open_page, lm):
     assert squares["marker"]["color"] == pytest.approx(induction.flatten().tolist(), abs=1e-5)
     best = H.top_heads(induction, 1)[0]
     assert best[2] > 0.5                                     # the repeat is picked up by some head
-    assert f"head {best[0]}.{best[1]} scores highest on induction" in text_of(at)
-    outline = charts(at)["overview"]["data"][1]
+    assert f"the highest induction score is {best[2]:.0%}, in head {best[0]}.{best[1]}:" in text_of(at)
+    outline = charts(at)["overview"]["data"][-1]
     assert (outline["x"], outline["y"]) == ([4], [17])       # the open head is outlined
 
 
@@ -121,3 +124,135 @@ def test_empty_prompt(open_page):
     at = open_page("heads", lang="en", prompt="")
     assert not errors(at)
     assert not at.get("plotly_chart")
+
+
+def notices(at) -> str:
+    """The What-to-notice bullets (the Markdown block of "- " lines)."""
+    return "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+
+
+def depth_sentence(lm, prompt: str) -> tuple[float, float]:
+    run = lm.run(prompt, names=H.head_measure_names(lm.cfg.n_layers))
+    early, late, _ = H.depth_means(H.head_measures(lm, run)["sink"])
+    return early, late
+
+
+@pytest.mark.parametrize("prompt", ["Hello", "a"])
+def test_one_token_prompt(open_page, prompt):
+    """A one-token prompt: every measure is NaN (they start at the second token). The page
+    says so instead of crashing (correctness review row 3) and greys the map."""
+    at = open_page("heads", lang="en", prompt=prompt)
+    assert not errors(at)
+    assert any("single token" in i.value for i in at.info)
+    text = notices(at)
+    assert "every head of every layer puts 100% of its attention on it" in text
+    assert "the first position, a query can see only its own key" in text
+    assert "Depth" not in text and "strongest" not in text
+    grey = charts(at)["overview"]["data"][1]               # the squares without a value
+    assert len(grey["x"]) == 270
+    assert "gives exactly the model's patterns" in text_of(at)       # one key: softmax is exactly 1
+    assert "1 position in" in text_of(at)
+    assert "Try this" in [s.value for s in at.subheader]    # the page ran to the end
+
+
+@pytest.mark.parametrize("prompt", ["The cat sat on the mat because it was tired. The cat",
+                                    "red green blue yellow red green blue yellow"])
+def test_depth_sentence_follows_the_numbers(open_page, lm, prompt):
+    """"Depth matters" only when the first and last thirds of the layers differ by 10 points
+    or more (correctness review row 9); the direction is the numbers' direction."""
+    early, late = depth_sentence(lm, prompt)
+    text = notices(open_page("heads", lang="en", prompt=prompt))
+    assert f"layers 0–9 put {early:.0%} of their attention on the first token" in text
+    if late - early >= 0.10:
+        assert "Depth matters here" in text and "later layers rest there more" in text
+    elif early - late >= 0.10:
+        assert "Depth matters here" in text and "early layers rest there more" in text
+    else:
+        assert "depth makes little difference" in text and "Depth matters" not in text
+
+
+@pytest.mark.parametrize("prompt,layer", [("The cat sat on the mat because it was tired. The cat", 0),
+                                          ("The capital of France is", 0),
+                                          ("The capital of France is", 3)])
+def test_group_sentence_matches_the_case(open_page, lm, prompt, layer):
+    """"Same keys, different queries ... while ..." is a contrast only when the two heads'
+    largest weights go to different tokens (correctness review row 22)."""
+    run = lm.run(prompt, names=[f"blocks.{layer}.attn.hook_pattern"])
+    pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][0]
+    q = pattern.shape[-1] - 1
+    contrast = H.group_contrast(pattern[0, q], pattern[1, q])
+    text = notices(open_page("heads", lang="en", prompt=prompt, params={"layer": layer}))
+    kind = contrast.kind()
+    if kind == "different":
+        assert contrast.top_a != contrast.top_b
+        assert f"gives its largest weight, {contrast.weight_a:.0%}," in text and "while head" in text
+    else:
+        assert "while head" not in text
+    if kind == "amount":
+        assert f"not the same amount: {contrast.weight_a:.0%} and {contrast.weight_b:.0%}" in text
+    if kind == "alike":
+        assert contrast.max_gap < 0.05 and "almost alike" in text
+
+
+def test_ties_are_not_one_strongest_head(open_page, lm):
+    """On a two-token prompt dozens of heads give 100% to the first token: the notice names
+    a tie, not "the" strongest head, and says that previous = first token here."""
+    prompt = "Hi there"
+    run = lm.run(prompt, names=H.head_measure_names(lm.cfg.n_layers))
+    sink = H.leaders(H.head_measures(lm, run)["sink"])
+    assert len(sink) > 3
+    text = notices(open_page("heads", lang="en", prompt=prompt))
+    assert f"is {sink[0][2]:.0%}, in {len(sink)} tied heads such as {sink[0][0]}.{sink[0][1]}" in text
+    assert "previous-token and first-token scores are the same numbers" in text
+
+
+def test_chinese_prompt_reads_as_characters(open_page, lm):
+    """Byte pieces of split characters read as the character (我¹ 我²) in the query choice
+    and the notices (UX review row 10)."""
+    prompt = "我吃魚，魚吃我。"
+    at = open_page("heads", lang="zh-Hant", prompt=prompt)
+    assert not errors(at)
+    readable = readable_texts(lm.tokenize(prompt))
+    options = at.selectbox(key="pos").options
+    assert options[0] == f"0: {readable[0]}" and "我¹" in options[0]
+    assert "<E6" not in notices(at)
+
+
+@pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
+def test_gqa_check_says_exactly_when_exact(open_page, lang):
+    """With one key the recomputed weights equal the model's exactly: 「完全一致」, never
+    「相差不到 0.0e+00」 (Chinese review zh-Hant 47 / zh-Hans 41)."""
+    at = open_page("heads", lang=lang, prompt="Hello")
+    assert not errors(at)
+    captions = text_of(at)
+    assert "完全一致" in captions and "0.0e+00" not in captions
+
+
+def test_diagrams_are_readable(open_page):
+    """Graphviz text large enough to read on a projector (UX review row 9). Streamlit's CSS
+    draws every diagram text at 9.6 SVG units, so the on-screen size is 9.6 x (drawn width /
+    SVG width): the DOT fontsize is that 9.6 (boxes fit the text) and each diagram is drawn
+    at the width that makes its text F.DIAGRAM_TEXT_PX, from the builder's width estimate."""
+    import re
+    import shutil
+    import subprocess
+
+    from ui import figures_heads as F
+    at = open_page("heads", lang="en")
+    diagrams = at.get("graphviz_chart")
+    assert len(diagrams) == 2
+    for chart in diagrams:
+        sizes = {float(v) for v in re.findall(r"fontsize=([0-9.]+)", chart.proto.spec)}
+        assert sizes == {F.STREAMLIT_DOT_TEXT}
+    assert F.DIAGRAM_TEXT_PX >= 14
+    if shutil.which("dot"):     # the estimate is close to Graphviz's own layout (so the text is ~16 px)
+        class Cfg:
+            d_model, n_heads, n_kv_heads, d_head = 576, 9, 3, 64
+        from ui.i18n import catalog
+        for lang in ("en", "zh-Hant", "zh-Hans"):
+            cat = catalog(lang)
+            tr = lambda key, **f: cat["heads." + key].format(**f)   # noqa: E731
+            for source, estimate in (F.projection_dot(Cfg, tr, "Noto Sans"), F.gqa_dot(9, 3, 0, tr, "Noto Sans")):
+                svg = subprocess.run(["dot", "-Tsvg"], input=source.encode(), capture_output=True, check=True).stdout
+                width = float(re.search(rb'viewBox="[\d.]+ [\d.]+ ([\d.]+)', svg).group(1))
+                assert 0.8 < estimate / width < 1.25, (lang, estimate, width)

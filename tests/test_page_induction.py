@@ -10,6 +10,8 @@ import torch
 
 from lesson_model.analysis import induction as I
 from tests._apptest import charts, errors, text_of
+from ui import i18n
+from ui.tokens import readable_texts
 
 pytestmark = pytest.mark.slow
 
@@ -21,7 +23,8 @@ def test_random_tokens_map_loss_and_ablation(open_page, lm):
     at = open_page("induction", lang="en", params=SMALL)
     assert not errors(at)
     figs = charts(at)
-    assert {"map_chart", "stripes_chart", "loss_chart", "ablation_chart", "site_chart"} <= set(figs)
+    assert {"map_chart", "stripes_chart_0", "stripes_chart_1", "stripes_chart_2", "loss_chart", "ablation_chart",
+            "site_chart"} <= set(figs)
     exp = I.induction_experiment(lm, seq_len=12, n_seqs=10, seed=3)
     torch.testing.assert_close(torch.tensor(figs["map_chart"]["data"][0]["z"]), exp.scores, atol=1e-5, rtol=0)
     loss = figs["loss_chart"]["data"]
@@ -36,9 +39,12 @@ def test_random_tokens_map_loss_and_ablation(open_page, lm):
     assert top > max(randoms)
     best = I.top_k_heads(exp.scores, 4)
     assert f"{best[0][0]}.{best[0][1]}" in text_of(at)
-    # The top heads' patterns: 3 panels of 24 x 24.
-    heat = [t for t in figs["stripes_chart"]["data"] if t["type"] == "heatmap"]
-    assert len(heat) == 3 and len(heat[0]["z"]) == 24
+    # The top heads' patterns: one chart each (they stack on a phone), 24 x 24, titled with the head.
+    for i, (layer, head, score) in enumerate(I.top_k_heads(exp.scores, 3)):
+        fig = figs[f"stripes_chart_{i}"]
+        heat = [t for t in fig["data"] if t["type"] == "heatmap"]
+        assert len(heat) == 1 and len(heat[0]["z"]) == 24
+        assert fig["layout"]["title"]["text"] == f"head {layer}.{head}: {score:.0%}"
 
 
 def test_learner_text_repeat(open_page, lm):
@@ -96,3 +102,59 @@ def test_empty_prompt(open_page):
     at = open_page("induction", lang="en", prompt="", params=SMALL)
     assert not errors(at)
     assert not at.get("plotly_chart")
+
+
+def notices(at) -> str:
+    return "\n".join(m.value for m in at.markdown if m.value.startswith("- "))
+
+
+def test_notices_follow_the_numbers(open_page, lm):
+    """Each What-to-notice sentence is the variant the run's numbers support: "only" for the
+    early layers when they are far below the best head, "copied" when the second copy's loss
+    is much lower, "raises" and "far more than random" when the ablation says so."""
+    at = open_page("induction", lang="en", params=SMALL)
+    assert not errors(at)
+    text = notices(at)
+    exp = I.induction_experiment(lm, seq_len=12, n_seqs=10, seed=3)
+    best = I.top_k_heads(exp.scores, 4)
+    early = float(exp.scores[:10].max())
+    assert f"The strongest induction head is {best[0][0]}.{best[0][1]}: {best[0][2]:.0%}" in text
+    layers = sorted({layer for layer, _, _ in best})
+    assert f"The top 4 sit in layers {', '.join(map(str, layers))}." in text or len(layers) == 1
+    if early < best[0][2] / 2:
+        assert f"reaches only {early:.0%}" in text
+    else:
+        assert "only" not in text.split("The best head in layers")[1].split(".")[0]
+    copied = exp.mean_loss_second <= exp.mean_loss_first - 1.0
+    assert ("the second is copied" in text) == copied
+    ab = I.ablate(lm, exp.tokens, exp.scores, 4, seed=3, n_random=3, baseline=exp.mean_loss_second)
+    move, random_move = ab.top_loss - ab.baseline, ab.random_mean - ab.baseline
+    if move >= 0.1:
+        assert f"raises the loss on the second copy from {ab.baseline:.2f} to {ab.top_loss:.2f}" in text
+    if move >= 0.1 and move > 2 * max(random_move, 0):
+        assert "matter far more than heads picked at random" in text
+    else:
+        assert "far more" not in text
+
+
+def test_citation():
+    """The name and the two-step mechanism: Elhage et al. 2021, then Olsson et al. 2022
+    (correctness review row 19)."""
+    for lang in ("en", "zh-Hant", "zh-Hans"):
+        intro = i18n.lesson_sections("induction", lang)["intro"]
+        assert "Elhage" in intro and "2021" in intro and "Olsson" in intro and "2022" in intro
+        assert "Anthropic，2022" not in intro and "(Anthropic, 2022)" not in intro
+
+
+def test_chinese_prompt_reads_as_characters(open_page, lm):
+    """The repeated-token choice and the strip show characters, not byte pieces (UX review row 10)."""
+    prompt = "我吃魚，魚吃我。"
+    at = open_page("induction", lang="zh-Hant", prompt=prompt, params=SMALL)
+    assert not errors(at)
+    readable = readable_texts(lm.tokenize(prompt))
+    options = at.selectbox(key="site").options
+    assert all("<" not in o for o in options)
+    last = int(at.selectbox(key="site").value)
+    assert options[-1] == f"{last}: {readable[last]}"
+    strip = next(m.value for m in at.markdown if ":orange-background[" in m.value)
+    assert "魚" in strip and "E9" not in strip

@@ -14,6 +14,7 @@ from ui import theme
 Tr = Callable[..., str]
 SELECTED = theme.OKABE_ITO[3]     # vermillion outline: the open head
 GREY = "#9ca3af"
+SQUARE = 18                       # px: one head in the layer x head map
 
 
 def fmt_measure(measure: str, value: float) -> str:
@@ -53,8 +54,8 @@ def layer_grid_figure(patterns: Sequence, layer: int, group_size: int, values: S
 
 def overview_figure(grid: Sequence[Sequence[float]], measure: str, selected: tuple[int, int], tr: Tr,
                     title: str) -> go.Figure:
-    """Layer x head, one square per head coloured by the measure; clickable (the page
-    passes on_select), the open head outlined."""
+    """Layer x head, one square per head coloured by the measure (grey where it has no
+    value); clickable (the page passes on_select), the open head outlined (the last trace)."""
     n_layers, n_heads = len(grid), len(grid[0])
     xs, ys, cs, custom, text = [], [], [], [], []
     for layer in range(n_layers):
@@ -67,21 +68,32 @@ def overview_figure(grid: Sequence[Sequence[float]], measure: str, selected: tup
             text.append(fmt_measure(measure, v))
     finite = [c for c in cs if c is not None]
     cmax = max(finite) if finite and measure == "entropy" else 1.0
+    # The colour bar lies under the map: beside it, it left the squares too little room in a
+    # narrow column (at 1024 px the nine head ticks ran together).
     colour = dict(color=[c if c is not None else 0 for c in cs], colorscale=theme.SEQUENTIAL, cmin=0, cmax=cmax,
-                  colorbar=dict(title=dict(text=tr(f"fig.measure.{measure}"), side="right"), thickness=14,
+                  colorbar=dict(title=dict(text=tr(f"fig.measure.{measure}"), side="top"), thickness=12,
+                                orientation="h", y=-0.1, yanchor="top", len=1, lenmode="fraction",
                                 tickformat=".0%" if measure != "entropy" else None))
     fig = go.Figure(go.Scatter(
         x=xs, y=ys, mode="markers", customdata=custom, text=text,
-        marker=dict(symbol="square", size=22, line=dict(width=0), **colour),
+        marker=dict(symbol="square", size=SQUARE, line=dict(width=0), **colour),
         hovertemplate=f"{tr('fig.head_word')} %{{y}}.%{{x}}: %{{text}}<extra></extra>"))
+    empty = [i for i, c in enumerate(cs) if c is None]     # no value (one-token prompt, no repeats): grey
+    if empty:
+        fig.add_scatter(x=[xs[i] for i in empty], y=[ys[i] for i in empty], mode="markers", showlegend=False,
+                        customdata=[custom[i] for i in empty], text=[text[i] for i in empty],
+                        marker=dict(symbol="square", size=SQUARE, color=GREY, line=dict(width=0)),
+                        hovertemplate=f"{tr('fig.head_word')} %{{y}}.%{{x}}: %{{text}}<extra></extra>")
     layer, head = selected
     fig.add_scatter(x=[head], y=[layer], mode="markers", hoverinfo="skip", showlegend=False,
-                    marker=dict(symbol="square-open", size=28, line=dict(color=SELECTED, width=3)))
+                    marker=dict(symbol="square-open", size=SQUARE + 6, color=SELECTED,      # an open symbol takes
+                                line=dict(color=SELECTED, width=3)))                         # marker.color
     fig.update_xaxes(title=tr("fig.head_axis"), tickmode="linear", dtick=1, range=[-0.6, n_heads - 0.4],
                      showgrid=False, zeroline=False)
     fig.update_yaxes(title=tr("fig.layer_axis"), tickmode="linear", dtick=2, range=[n_layers - 0.4, -0.6],
                      showgrid=False, zeroline=False)
-    fig.update_layout(title=title, showlegend=False, clickmode="event+select", dragmode=False)
+    fig.update_layout(title=title, showlegend=False, clickmode="event+select", dragmode=False,
+                      margin=dict(l=10, r=10, t=60, b=140))      # the colour bar sits in the bottom margin
     return fig
 
 
@@ -93,7 +105,7 @@ def slices_figure(share: Sequence[Sequence[float]], d_head: int, tr: Tr) -> go.F
     ys = [str(h) for h in range(n_heads)]
     fig = go.Figure(go.Heatmap(z=[[float(v) for v in row] for row in share], x=xs, y=ys, colorscale=theme.SEQUENTIAL,
                                zmin=0, zmax=1, text=[[f"{float(v):.0%}" for v in row] for row in share],
-                               texttemplate="%{text}", textfont=dict(size=12),
+                               texttemplate="%{text}", textfont=dict(size=14),
                                colorbar=dict(title=dict(text=tr("fig.share"), side="right"), tickformat=".0%",
                                              thickness=12),
                                hovertemplate=f"{tr('fig.head_word')} %{{y}}, %{{x}}: %{{z:.1%}}<extra></extra>"))
@@ -135,36 +147,77 @@ def kv_memory_figure(series: Sequence[tuple[str, Sequence[float], str, str]], co
     return fig
 
 
+# Streamlit's graphviz element sets every SVG text to calc(0.75rem * 0.8) = 9.6 user units with
+# CSS, whatever the DOT fontsize says, so text reads 9.6 x (drawn width / SVG width) px on screen:
+# stretched to a 820 px column a wide diagram had 9 px text. The DOT fontsize is set to the same
+# 9.6 (the boxes fit their text) and the page draws each diagram at the pixel width that makes its
+# text DIAGRAM_TEXT_PX (or narrower, if the column is), from the width these builders estimate.
+STREAMLIT_DOT_TEXT = 9.6
+DIAGRAM_TEXT_PX = 16
+_PAD, _NODESEP, _RANKSEP, _MARGIN_X = 3.6, 12.96, 25.2, 8.64       # pt, as set in _dot_header
+_Q_NODE_W = 0.4 * 72                                              # pt, a query head's box in gqa_dot
+_Q_NODESEP = 0.1 * 72                                             # pt, between query heads in gqa_dot
+
+
 def _dot_header(font: str) -> list[str]:
     return [
-        "bgcolor=transparent; nodesep=0.25; ranksep=0.45;",
-        f'node [shape=box style="rounded,filled" fillcolor="#f3f4f6" color="#6b7280" fontname="{font}" fontsize=14];',
-        f'edge [color="#6b7280" fontname="{font}" fontsize=12 arrowsize=0.6];',
+        "bgcolor=transparent; nodesep=0.18; ranksep=0.35; pad=0.05;",
+        f'node [shape=box style="rounded,filled" fillcolor="#f3f4f6" color="#6b7280" fontname="{font}" '
+        f'fontsize={STREAMLIT_DOT_TEXT} margin="0.12,0.06"];',
+        f'edge [color="#6b7280" fontname="{font}" fontsize={STREAMLIT_DOT_TEXT} arrowsize=0.7];',
     ]
 
 
-def projection_dot(cfg, tr: Tr, font: str) -> str:
-    """The shapes of one attention layer, from the config: the whole vector x goes into
-    every head's projection; the heads' outputs are joined and W_O maps them back."""
+def _text_width(label: str) -> float:
+    """Rough width in pt of a node label's longest line at STREAMLIT_DOT_TEXT (CJK 1 em, Latin 0.55 em)."""
+    return max(sum(1.0 if "\u2e80" <= ch <= "\uffef" else 0.55 for ch in line) for line in label.split("\n")) \
+        * STREAMLIT_DOT_TEXT
+
+
+def _box(label: str, min_width: float = 54.0) -> float:
+    return max(min_width, _text_width(label) + 2 * _MARGIN_X)
+
+
+def diagram_px(width_pt: float) -> int:
+    """The pixel width to draw a diagram of ``width_pt`` (SVG user units) at, for DIAGRAM_TEXT_PX text."""
+    return int(round(width_pt * DIAGRAM_TEXT_PX / STREAMLIT_DOT_TEXT))
+
+
+def projection_dot(cfg, tr: Tr, font: str) -> tuple[str, float]:
+    """The shapes of one attention layer, from the config, as a loop: the whole vector x goes
+    into every head's projection (top row, left to right); the heads' outputs are joined and
+    W_O maps them back to the residual stream (bottom row, right to left). Three columns
+    instead of a chain of seven boxes, so the text stays large at a projector's width.
+    Returns the DOT source and its estimated width in pt."""
     q_cols, kv_cols = cfg.n_heads * cfg.d_head, cfg.n_kv_heads * cfg.d_head
+    labels = {
+        "x": tr("dot.x", d=cfg.d_model), "wq": tr("dot.wq", d=cfg.d_model, c=q_cols),
+        "wkv": tr("dot.wkv", d=cfg.d_model, c=kv_cols),
+        "heads": tr("dot.heads", h=cfg.n_heads, kv=cfg.n_kv_heads, d=cfg.d_head),
+        "concat": tr("dot.concat", h=cfg.n_heads, d=cfg.d_head, c=q_cols), "wo": tr("dot.wo", c=q_cols, d=cfg.d_model),
+        "out": tr("dot.out", d=cfg.d_model),
+    }
+    fills = {"x": "#dbeafe", "heads": "#fde7c8", "out": "#dbeafe"}
     lines = ["digraph proj {", "rankdir=LR;", *_dot_header(font)]
-    lines.append(f'x [label="{tr("dot.x", d=cfg.d_model)}" fillcolor="#dbeafe"];')
-    lines.append(f'wq [label="{tr("dot.wq", d=cfg.d_model, c=q_cols)}"];')
-    lines.append(f'wkv [label="{tr("dot.wkv", d=cfg.d_model, c=kv_cols)}"];')
-    lines.append(f'heads [label="{tr("dot.heads", h=cfg.n_heads, kv=cfg.n_kv_heads, d=cfg.d_head)}" '
-                 f'fillcolor="#fde7c8"];')
-    lines.append(f'concat [label="{tr("dot.concat", h=cfg.n_heads, d=cfg.d_head, c=q_cols)}"];')
-    lines.append(f'wo [label="{tr("dot.wo", c=q_cols, d=cfg.d_model)}"];')
-    lines.append(f'out [label="{tr("dot.out", d=cfg.d_model)}" fillcolor="#dbeafe"];')
-    lines += ["x -> wq; x -> wkv; wq -> heads; wkv -> heads; heads -> concat -> wo -> out;", "}"]
-    return "\n".join(lines)
+    for name, text in labels.items():
+        fill = f' fillcolor="{fills[name]}"' if name in fills else ""
+        lines.append(f'{name} [label="{text}"{fill}];')
+    lines += ["x -> wq; x -> wkv; wq -> heads; wkv -> heads;",
+              "{ rank=same; heads -> concat; }",
+              # the way back, right to left: written tail-first so the columns line up
+              "wo -> concat [dir=back]; out -> wo [dir=back];",
+              "{ rank=same; x; out; }", "}"]
+    columns = [("x", "out"), ("wq", "wkv", "wo"), ("heads", "concat")]
+    width = sum(max(_box(labels[n]) for n in col) for col in columns) + 2 * _RANKSEP + 2 * _PAD + 8
+    return "\n".join(lines), width
 
 
-def gqa_dot(n_heads: int, n_kv_heads: int, selected: int, tr: Tr, font: str) -> str:
-    """Query heads (top) each wired to the K/V head of its group (bottom)."""
+def gqa_dot(n_heads: int, n_kv_heads: int, selected: int, tr: Tr, font: str) -> tuple[str, float]:
+    """Query heads (top) each wired to the K/V head of its group (bottom). Returns the DOT
+    source and its estimated width in pt."""
     group = n_heads // n_kv_heads
     colours = ["#cfe3f3", "#fbe3b8", "#c9eadf", "#f6d3c1", "#d9ecfa", "#f0d6e6", "#fbf6c2", "#e5e7eb"]
-    lines = ["digraph gqa {", "rankdir=TB; size=\"9,2.2\";", *_dot_header(font)]
+    lines = ["digraph gqa {", "rankdir=TB;", *_dot_header(font), f"node [width={_Q_NODE_W / 72:g}]; nodesep={_Q_NODESEP / 72:g};"]
     lines.append("{ rank=same; " + " ".join(f"q{h};" for h in range(n_heads)) + " }")
     lines.append("{ rank=same; " + " ".join(f"kv{g};" for g in range(n_kv_heads)) + " }")
     for h in range(n_heads):
@@ -175,4 +228,5 @@ def gqa_dot(n_heads: int, n_kv_heads: int, selected: int, tr: Tr, font: str) -> 
     for h in range(n_heads):
         lines.append(f"q{h} -> kv{h // group} [dir=none];")
     lines.append("}")
-    return "\n".join(lines)
+    q_width = max(_Q_NODE_W, max(_box(tr("dot.qhead", h=h), 0) for h in range(n_heads)))
+    return "\n".join(lines), n_heads * q_width + (n_heads - 1) * _Q_NODESEP + 2 * _PAD + 8

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from ui import theme
 from ui.figures_attention import head_weight_bars
@@ -34,33 +33,30 @@ def score_map_figure(scores: Sequence[Sequence[float]], top: Sequence[tuple[int,
     return fig
 
 
-def stripe_patterns_figure(patterns: Sequence[Sequence[Sequence[float]]], names: Sequence[str],
-                           scores: Sequence[float], seq_len: int, token_text: Sequence[str], tr: Tr) -> go.Figure:
-    """The best heads' patterns on one repeated sequence, the induction stripe (query in
-    the second copy -> the token after its first occurrence) drawn as a dashed line and
-    the copies separated."""
+def stripe_pattern_figure(pattern: Sequence[Sequence[float]], name: str, score: float, seq_len: int,
+                          token_text: Sequence[str], tr: Tr) -> go.Figure:
+    """One of the best heads' patterns on one repeated sequence, the induction stripe (query
+    in the second copy -> the token after its first occurrence) drawn as a dashed line and
+    the copies separated. One figure per head, so that on a narrow screen the page can stack
+    them (Streamlit columns) instead of squeezing three panels and their titles into one."""
     n = 2 * seq_len
-    fig = make_subplots(rows=1, cols=len(patterns), horizontal_spacing=0.05,
-                        subplot_titles=[tr("fig.top_title", head=name, score=f"{s:.0%}")
-                                        for name, s in zip(names, scores)])
     hover = (f"{tr('fig.query_pos')} %{{y}} (%{{customdata[0]}})<br>{tr('fig.key_pos')} %{{x}} "
              f"(%{{customdata[1]}})<br>{tr('fig.weight')}: %{{z:.1%}}<extra></extra>")
     custom = [[[token_text[i], token_text[j]] for j in range(n)] for i in range(n)]
-    for c, pattern in enumerate(patterns, start=1):
-        z = [[float(pattern[i][j]) if j <= i else None for j in range(n)] for i in range(n)]
-        fig.add_trace(go.Heatmap(z=z, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1, showscale=c == 1,
-                                 customdata=custom, hovertemplate=hover,
-                                 colorbar=dict(title=dict(text=tr("fig.weight"), side="right"), tickformat=".0%",
-                                               thickness=12)), 1, c)
-        # The stripe: queries seq_len..2*seq_len-1, keys 1..seq_len.
-        fig.add_trace(go.Scatter(x=[1, seq_len], y=[seq_len, 2 * seq_len - 1], mode="lines", hoverinfo="skip",
-                                 showlegend=False, line=dict(color=STRIPE, width=2, dash="dash")), 1, c)
-        for pos in (seq_len - 0.5,):
-            fig.add_hline(y=pos, line=dict(color="white", width=1), row=1, col=c)
-            fig.add_vline(x=pos, line=dict(color="white", width=1), row=1, col=c)
+    z = [[float(pattern[i][j]) if j <= i else None for j in range(n)] for i in range(n)]
+    fig = go.Figure(go.Heatmap(z=z, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1, showscale=False,
+                               customdata=custom, hovertemplate=hover))
+    # The stripe: queries seq_len..2*seq_len-1, keys 1..seq_len.
+    fig.add_scatter(x=[1, seq_len], y=[seq_len, 2 * seq_len - 1], mode="lines", hoverinfo="skip",
+                    showlegend=False, line=dict(color=STRIPE, width=2, dash="dash"))
+    split = seq_len - 0.5
+    fig.update_layout(title=tr("fig.top_title", head=name, score=f"{score:.0%}"),
+                      shapes=[dict(type="line", xref="x", yref="y", x0=-0.5, x1=n - 0.5, y0=split, y1=split,
+                                   line=dict(color="white", width=1)),
+                              dict(type="line", xref="x", yref="y", x0=split, x1=split, y0=-0.5, y1=n - 0.5,
+                                   line=dict(color="white", width=1))])
     fig.update_xaxes(title=tr("fig.key_pos"), range=[-0.5, n - 0.5])
-    fig.update_yaxes(range=[n - 0.5, -0.5])
-    fig.update_yaxes(title=tr("fig.query_pos"), row=1, col=1)
+    fig.update_yaxes(title=tr("fig.query_pos"), range=[n - 0.5, -0.5])
     return fig
 
 

@@ -14,6 +14,8 @@ Measures (each a mean over query positions, from hook_pattern):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 MEASURES = ("previous", "sink", "induction", "entropy")
@@ -116,6 +118,64 @@ def top_heads(grid: torch.Tensor, k: int = 3, largest: bool = True) -> list[tupl
     order = torch.argsort(flat, descending=largest)[: min(k, int(valid.sum()))]
     n_heads = grid.shape[1]
     return [(int(i) // n_heads, int(i) % n_heads, float(flat[i])) for i in order]
+
+
+def leaders(grid: torch.Tensor, largest: bool = True, tol: float = 0.005) -> list[tuple[int, int, float]]:
+    """Every head of a [n_layers, n_heads] grid whose value is within ``tol`` of the best
+    one (largest or smallest), best first, NaN skipped: [(layer, head, value)]. More than
+    one entry means a tie (as on a two-token prompt, where many heads give 100% to the
+    first token): a page should then not name one head as "the" strongest."""
+    ranked = top_heads(grid, grid.numel(), largest)
+    if not ranked:
+        return []
+    best = ranked[0][2]
+    return [r for r in ranked if abs(r[2] - best) <= tol]
+
+
+def depth_means(grid: torch.Tensor) -> tuple[float, float, int]:
+    """(mean of the first third of the layers, mean of the last third, layers per third)
+    of a [n_layers, n_heads] grid; NaN heads skipped (NaN if a third has none)."""
+    third = max(1, grid.shape[0] // 3)
+    return float(grid[:third].nanmean()), float(grid[-third:].nanmean()), third
+
+
+@dataclass(frozen=True)
+class GroupContrast:
+    """Two heads of one K/V group at one query: what each attends to most, and how far
+    apart their whole weight rows are."""
+    top_a: int            # key position with head a's largest weight
+    top_b: int
+    weight_a: float       # that largest weight
+    weight_b: float
+    max_gap: float        # max |w_a - w_b| over the keys
+    n_keys: int           # keys the query can see (1 at the first position)
+
+    @property
+    def same_top(self) -> bool:
+        return self.top_a == self.top_b
+
+    def kind(self, alike: float = 0.05) -> str:
+        """Which sentence describes the pair truthfully:
+        "first"      the query is the first position: one key, both heads give it 100%
+        "different"  the heads' largest weights go to different tokens
+        "alike"      same top token and the rows never more than ``alike`` apart
+        "amount"     same top token, different (printed) top weights
+        "rest"       same top token and printed top weight, rows apart elsewhere"""
+        if self.n_keys == 1:
+            return "first"
+        if not self.same_top:
+            return "different"
+        if self.max_gap < alike:
+            return "alike"
+        if f"{self.weight_a:.0%}" != f"{self.weight_b:.0%}":
+            return "amount"
+        return "rest"
+
+
+def group_contrast(w_a: torch.Tensor, w_b: torch.Tensor) -> GroupContrast:
+    """w_a, w_b: [keys] one query's weights in two heads of the same group."""
+    return GroupContrast(int(w_a.argmax()), int(w_b.argmax()), float(w_a.max()), float(w_b.max()),
+                         float((w_a - w_b).abs().max()), int(w_a.shape[-1]))
 
 
 def query_weight_slices(lm, layer: int) -> torch.Tensor:
