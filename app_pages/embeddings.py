@@ -176,7 +176,7 @@ else:
         theme.plot(bar_figure(axis_labels([n.text for n in analogy.top]), [n.cosine for n in analogy.top],
                               page.t("ana.chart_title", a=plot_label(name_a), b=plot_label(name_b), c=plot_label(name_c)),
                               page.t("nb.x"), highlight=highlight, ids=top_ids, hover_id=page.t("nb.hover_id")),
-                   key="analogy_chart", height=140 + 30 * ANALOGY_TOP, title_width=44)
+                   key="analogy_chart", height=140 + 30 * ANALOGY_TOP, title_width=34)
     with controls:
         if analogy.expected is not None:
             st.metric(page.t("ana.rank", token=md_escape(label(lm.token_text(analogy.expected)))), f"{analogy.expected_rank:,}",

@@ -7,6 +7,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from ui.i18n import with_paren
 from ui.text import code_span, html_escape, md_escape, shorten
 
 VISIBLE = {" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"}
@@ -119,7 +120,7 @@ def unique_labels(tokens: Sequence, limit: int = LABEL_LIMIT) -> list[str]:
     ("我¹", "我²"; see readable_texts)."""
     plain = [label(text, limit) for text in readable_texts(tokens)]
     counts = Counter(plain)
-    return [f"{text} ({pos})" if counts[text] > 1 else text for pos, text in enumerate(plain)]
+    return [with_paren(text, pos) if counts[text] > 1 else text for pos, text in enumerate(plain)]
 
 
 def axis_labels(tokens: Sequence, limit: int = LABEL_LIMIT) -> list[str]:

@@ -229,7 +229,7 @@ CUT_OFF = """() => {
     if (!box || !box.width) return;
     const scale = svg.getBoundingClientRect().width / box.width;
     svg.querySelectorAll('text').forEach(t => {
-      const px = parseFloat(t.getAttribute('font-size') || '14') * scale;
+      const px = parseFloat(getComputedStyle(t).fontSize) * scale;   // Streamlit's CSS overrides the DOT size
       if (px < 12) out.push('diagram text ' + px.toFixed(1) + ' px: ' + t.textContent.slice(0, 40));
     });
   });
