@@ -176,13 +176,7 @@ def quantization_text() -> str:
 
 def is_piece(token_id: int) -> bool:
     """True when the token is only part of a character's UTF-8 bytes (<E6 88> of 我)."""
-    if token_id in lm.tokenizer.special_ids:
-        return False
-    try:
-        lm.tokenizer.token_bytes(token_id).decode("utf-8")
-        return False
-    except UnicodeDecodeError:
-        return True
+    return lm.tokenizer.tokens([token_id])[0].is_partial
 
 
 def candidate_label(token_id: int) -> str:
@@ -193,7 +187,7 @@ def candidate_label(token_id: int) -> str:
 def candidate_axis(token_ids: list[int]) -> list[str]:
     """Escaped, unique category labels for the candidates chart."""
     plain = [candidate_label(i) for i in token_ids]
-    return [html_escape(f"{text} ({i})" if plain.count(text) > 1 else text) for i, text in zip(token_ids, plain)]
+    return [html_escape(with_paren(text, i) if plain.count(text) > 1 else text) for i, text in zip(token_ids, plain)]
 
 
 def candidates_figure(labels: list[str], probs: list[float]) -> go.Figure:

@@ -89,25 +89,21 @@ def readable_texts(tokens: Sequence) -> list[str]:
             piece = data[pos:pos + size]
             chars.append((pos, size, piece.decode("utf-8", errors="replace")))
             pos += size
-        offset = 0
+        ranges, offset = [], 0   # each token's bytes within the run: [lo, hi)
         for k in range(i, j):
-            lo, hi = offset, offset + len(tokens[k].bytes)
-            offset = hi
+            ranges.append((offset, offset + len(tokens[k].bytes)))
+            offset = ranges[-1][1]
+        for k, (lo, hi) in zip(range(i, j), ranges):
             parts = []
             for start, size, text in chars:
-                if start < hi and lo < start + size:   # this token holds some of this character's bytes
-                    if start >= lo and start + size <= hi:
-                        parts.append(text)
-                    else:
-                        pieces = [t for t in range(i, j)]   # which of the character's pieces is this one
-                        nth, at = 0, 0
-                        for m in pieces:
-                            m_lo, at = at, at + len(tokens[m].bytes)
-                            if m_lo < start + size and start < at:
-                                nth += 1
-                            if m == k:
-                                break
-                        parts.append(text + str(nth).translate(_SUPERSCRIPT))
+                end = start + size
+                if not (start < hi and lo < end):
+                    continue                                # none of this character's bytes
+                if lo <= start and end <= hi:
+                    parts.append(text)                      # the whole character
+                else:                                       # which of the character's pieces this is
+                    nth = sum(1 for m_lo, m_hi in ranges if m_lo <= lo and m_lo < end and start < m_hi)
+                    parts.append(text + str(nth).translate(_SUPERSCRIPT))
             joined = "".join(parts)
             out[k] = joined if joined and "\ufffd" not in joined else tokens[k].text   # stray bytes stay as bytes
         i = j
