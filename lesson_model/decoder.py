@@ -1,8 +1,14 @@
-"""A decoder-only transformer of the Llama family, written to be read top to bottom.
+"""A decoder-only transformer, written to be read top to bottom.
 
     token ids -> embedding -> [block] x n_layers -> final norm -> unembedding -> logits
     block:  resid += attention(norm(resid))     tokens exchange information ("across")
             resid += mlp(norm(resid))           each token is processed alone ("within")
+
+One design, a few choices. SmolLM2 (the Llama design) uses the defaults of DecoderConfig.
+Gemma 3 switches on, each by its own config field: the embedding scaled by √d_model
+(embed_scale), an RMSNorm over every head's q and k (qk_norm), a second norm after each
+sub-layer (post_norms: "sandwich" norms), a GELU gate (activation="gelu_tanh"), and
+sliding-window attention with its own RoPE base on most layers (sliding_window).
 
 Every intermediate tensor passes through a named *hook point*, ``hooks(name, tensor)``.
 A hook point does two things, and only when the caller asked for it in this call:
@@ -17,11 +23,14 @@ Names and shapes follow TransformerLens (batch dimension first):
     blocks.{L}.ln1.hook_normalized          [batch, pos, d_model]
     blocks.{L}.attn.hook_q / hook_rot_q     [batch, pos, n_heads, d_head]
     blocks.{L}.attn.hook_k / hook_rot_k / hook_v   [batch, pos, n_kv_heads, d_head]
+    blocks.{L}.attn.q_norm.hook_scale / k_norm.hook_scale   [batch, pos, heads, 1]   (qk_norm only)
+    blocks.{L}.attn.q_norm.hook_normalized / k_norm...      [batch, pos, heads, d_head]
     blocks.{L}.attn.hook_attn_scores        [batch, n_heads, q_pos, k_pos]  (scaled, -inf where masked)
     blocks.{L}.attn.hook_pattern            [batch, n_heads, q_pos, k_pos]
     blocks.{L}.attn.hook_z                  [batch, pos, n_heads, d_head]
-    blocks.{L}.attn.hook_result             [batch, pos, n_heads, d_model]  (each head's write)
-    blocks.{L}.hook_attn_out / hook_mlp_out [batch, pos, d_model]
+    blocks.{L}.attn.hook_result             [batch, pos, n_heads, d_model]  (each head's write, before any post-norm)
+    blocks.{L}.ln1_post.hook_scale / hook_normalized, ln2_post...   (post_norms only)
+    blocks.{L}.hook_attn_out / hook_mlp_out [batch, pos, d_model]   (what is added to the stream)
     blocks.{L}.mlp.hook_pre (gate) / hook_pre_linear (up) / hook_post   [batch, pos, d_ff]
     ln_final.hook_scale / ln_final.hook_normalized
 
@@ -54,11 +63,25 @@ class DecoderConfig:
     max_position: int = 8192    # context length the model was trained for
     tie_embeddings: bool = True  # unembedding = embedding matrix (transposed)
     attn_bias: bool = False     # Qwen2 adds a bias to q, k and v
+    activation: str = "silu"    # the MLP's gate: "silu" (SwiGLU) or "gelu_tanh" (GeGLU)
+    embed_scale: bool = False   # multiply the embedding by √d_model before the first block
+    qk_norm: bool = False       # RMSNorm each head's q and k (over d_head) before RoPE
+    post_norms: bool = False    # also RMSNorm each sub-layer's output before it is added ("sandwich")
+    sliding_window: int | None = None     # on sliding layers a query sees only the last this-many positions
+    sliding_layers: tuple[int, ...] = ()  # which layers use the window (the others attend globally)
+    rope_theta_sliding: float | None = None  # RoPE base on the sliding layers (rope_theta on the global ones)
+
+    def __post_init__(self):
+        object.__setattr__(self, "sliding_layers", tuple(self.sliding_layers))   # JSON gives a list
 
     @property
     def group_size(self) -> int:
         """How many query heads share one key/value head."""
         return self.n_heads // self.n_kv_heads
+
+    def window(self, layer: int) -> int | None:
+        """The attention window of this layer: None means it sees every earlier position."""
+        return self.sliding_window if layer in self.sliding_layers else None
 
 
 # --------------------------------------------------------------------------- hooks
@@ -135,7 +158,8 @@ class KVCache:
 class RMSNorm(nn.Module):
     """Divide each vector by its root-mean-square, then scale each dimension by a learned weight.
 
-    Unlike LayerNorm it does not subtract the mean.
+    Unlike LayerNorm it does not subtract the mean. (Gemma checkpoints store the weight as
+    w with the formula's factor 1 + w; the loader stores 1 + w here, so this stays one line.)
     """
 
     def __init__(self, d_model: int, eps: float):
@@ -189,9 +213,10 @@ class Attention(nn.Module):
     Query heads come in groups of cfg.group_size that share one key/value head.
     """
 
-    def __init__(self, cfg: DecoderConfig):
+    def __init__(self, cfg: DecoderConfig, layer: int = 0):
         super().__init__()
         self.cfg = cfg
+        self.sliding_window = cfg.window(layer)     # None: a global layer
         self.W_Q = nn.Parameter(torch.empty(cfg.d_model, cfg.n_heads * cfg.d_head))     # [576, 9*64]
         self.W_K = nn.Parameter(torch.empty(cfg.d_model, cfg.n_kv_heads * cfg.d_head))  # [576, 3*64]
         self.W_V = nn.Parameter(torch.empty(cfg.d_model, cfg.n_kv_heads * cfg.d_head))  # [576, 3*64]
@@ -200,6 +225,9 @@ class Attention(nn.Module):
             self.b_Q = nn.Parameter(torch.zeros(cfg.n_heads * cfg.d_head))
             self.b_K = nn.Parameter(torch.zeros(cfg.n_kv_heads * cfg.d_head))
             self.b_V = nn.Parameter(torch.zeros(cfg.n_kv_heads * cfg.d_head))
+        if cfg.qk_norm:
+            self.q_norm = RMSNorm(cfg.d_head, cfg.norm_eps)    # one weight [d_head] shared by all query heads
+            self.k_norm = RMSNorm(cfg.d_head, cfg.norm_eps)
 
     def forward(self, x, rope: RotaryEmbedding, positions, hooks: Hooks, name: str,
                 kv_cache: KVCache | None = None, layer: int = 0) -> torch.Tensor:
@@ -213,6 +241,10 @@ class Attention(nn.Module):
         q = hooks(f"{name}.hook_q", q.view(batch, n_new, cfg.n_heads, cfg.d_head))     # [batch, pos, n_heads, d_head]
         k = hooks(f"{name}.hook_k", k.view(batch, n_new, cfg.n_kv_heads, cfg.d_head))  # [batch, pos, n_kv_heads, d_head]
         v = hooks(f"{name}.hook_v", v.view(batch, n_new, cfg.n_kv_heads, cfg.d_head))  # [batch, pos, n_kv_heads, d_head]
+        if cfg.qk_norm:
+            # 1b. QK-norm: every head's q and k divided by its own RMS, so scores cannot blow up.
+            q = self.q_norm(q, hooks, f"{name}.q_norm")                               # [batch, pos, n_heads, d_head]
+            k = self.k_norm(k, hooks, f"{name}.k_norm")                               # [batch, pos, n_kv_heads, d_head]
 
         # 2. RoPE: rotate q and k by their positions (v is not rotated).
         cos, sin = rope.angles(positions, q.dtype)                                   # [pos, d_head] each
@@ -233,17 +265,16 @@ class Attention(nn.Module):
             k_h = k_h.repeat_interleave(cfg.group_size, dim=1)                        # [batch, n_heads, k_pos, d_head]
             v_h = v_h.repeat_interleave(cfg.group_size, dim=1)
             scores = q_h @ k_h.transpose(-1, -2) / math.sqrt(cfg.d_head)              # [batch, n_heads, q_pos, k_pos]
-            future = k_pos[None, :] > q_pos[:, None]                                  # [q_pos, k_pos] causal mask
-            scores = hooks(f"{name}.hook_attn_scores", scores.masked_fill(future, float("-inf")))
+            hidden = ~self.allowed(q_pos, k_pos)                                      # [q_pos, k_pos] causal (+ window) mask
+            scores = hooks(f"{name}.hook_attn_scores", scores.masked_fill(hidden, float("-inf")))
             pattern = hooks(f"{name}.hook_pattern", scores.softmax(dim=-1))           # rows sum to 1
             z = pattern @ v_h                                                         # [batch, n_heads, q_pos, d_head]
         else:
             # 4'. Nobody looks at the scores: the same computation in PyTorch's fused kernel.
-            if n_new == k.shape[1]:
+            if n_new == k.shape[1] and self.sliding_window is None:
                 z = F.scaled_dot_product_attention(q_h, k_h, v_h, is_causal=True, enable_gqa=True)
             else:
-                allowed = k_pos[None, :] <= q_pos[:, None]                            # [q_pos, k_pos]
-                z = F.scaled_dot_product_attention(q_h, k_h, v_h, attn_mask=allowed, enable_gqa=True)
+                z = F.scaled_dot_product_attention(q_h, k_h, v_h, attn_mask=self.allowed(q_pos, k_pos), enable_gqa=True)
         z = hooks(f"{name}.hook_z", z.transpose(1, 2))                                # [batch, pos, n_heads, d_head]
 
         # 5. Each head writes back through its slice of W_O; the writes add up.
@@ -251,6 +282,15 @@ class Attention(nn.Module):
             result = hooks(f"{name}.hook_result", self.head_results(z))               # [batch, pos, n_heads, d_model]
             return result.sum(dim=2)                                                  # [batch, pos, d_model]
         return z.reshape(batch, n_new, cfg.n_heads * cfg.d_head) @ self.W_O           # [batch, pos, d_model]
+
+    def allowed(self, q_pos: torch.Tensor, k_pos: torch.Tensor) -> torch.Tensor:
+        """Which keys each query may read: [q_pos, k_pos] booleans. Causal: no key after the query.
+        On a sliding layer also no key sliding_window or more positions back (a query sees itself
+        and the sliding_window - 1 positions before it)."""
+        allowed = k_pos[None, :] <= q_pos[:, None]                                    # [q_pos, k_pos]
+        if self.sliding_window is not None:
+            allowed = allowed & (k_pos[None, :] > q_pos[:, None] - self.sliding_window)
+        return allowed
 
     def head_results(self, z: torch.Tensor) -> torch.Tensor:
         """What each head writes into the residual stream: z [batch, pos, n_heads, d_head] -> [batch, pos, n_heads, d_model].
@@ -266,10 +306,14 @@ class Attention(nn.Module):
 # --------------------------------------------------------------------------- MLP
 
 class MLP(nn.Module):
-    """Gated SiLU feed-forward network (SwiGLU): down( silu(gate(x)) * up(x) )."""
+    """Gated feed-forward network: down( act(gate(x)) * up(x) ).
+
+    act is SiLU (SwiGLU, as Llama and SmolLM2) or the tanh approximation of GELU (GeGLU, as Gemma).
+    """
 
     def __init__(self, cfg: DecoderConfig):
         super().__init__()
+        self.act = {"silu": F.silu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}[cfg.activation]
         self.gate_proj = nn.Parameter(torch.empty(cfg.d_model, cfg.d_ff))   # [576, 1536]
         self.up_proj = nn.Parameter(torch.empty(cfg.d_model, cfg.d_ff))     # [576, 1536]
         self.down_proj = nn.Parameter(torch.empty(cfg.d_ff, cfg.d_model))   # [1536, 576]
@@ -277,31 +321,43 @@ class MLP(nn.Module):
     def forward(self, x: torch.Tensor, hooks: Hooks, name: str) -> torch.Tensor:
         gate = hooks(f"{name}.hook_pre", x @ self.gate_proj)                 # [batch, pos, d_ff]
         up = hooks(f"{name}.hook_pre_linear", x @ self.up_proj)             # [batch, pos, d_ff]
-        post = hooks(f"{name}.hook_post", F.silu(gate) * up)                # [batch, pos, d_ff]
+        post = hooks(f"{name}.hook_post", self.act(gate) * up)              # [batch, pos, d_ff]
         return post @ self.down_proj                                        # [batch, pos, d_model]
 
 
 # --------------------------------------------------------------------------- block
 
 class Block(nn.Module):
-    """Pre-norm block: each sub-layer reads a normalized copy and adds its output to the stream."""
+    """Pre-norm block: each sub-layer reads a normalized copy and adds its output to the stream.
 
-    def __init__(self, cfg: DecoderConfig):
+    With post_norms (Gemma's "sandwich") each sub-layer's output is normalized once more
+    before it is added, so no single block can write an arbitrarily large vector.
+    """
+
+    def __init__(self, cfg: DecoderConfig, layer: int = 0):
         super().__init__()
         self.ln1 = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg)
+        self.attn = Attention(cfg, layer)
         self.ln2 = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = MLP(cfg)
+        if cfg.post_norms:
+            self.ln1_post = RMSNorm(cfg.d_model, cfg.norm_eps)
+            self.ln2_post = RMSNorm(cfg.d_model, cfg.norm_eps)
 
     def forward(self, resid, rope, positions, hooks: Hooks, layer: int,
                 kv_cache: KVCache | None = None) -> torch.Tensor:
         name = f"blocks.{layer}"
         resid_pre = hooks(f"{name}.hook_resid_pre", resid)                                   # [batch, pos, d_model]
-        attn_in = self.ln1(resid_pre, hooks, f"{name}.ln1")
-        attn_out = hooks(f"{name}.hook_attn_out",
-                         self.attn(attn_in, rope, positions, hooks, f"{name}.attn", kv_cache, layer))
+        attn_out = self.attn(self.ln1(resid_pre, hooks, f"{name}.ln1"), rope, positions, hooks, f"{name}.attn",
+                             kv_cache, layer)                                                # [batch, pos, d_model]
+        if hasattr(self, "ln1_post"):
+            attn_out = self.ln1_post(attn_out, hooks, f"{name}.ln1_post")
+        attn_out = hooks(f"{name}.hook_attn_out", attn_out)                                  # what is added
         resid_mid = hooks(f"{name}.hook_resid_mid", resid_pre + attn_out)                    # residual add
-        mlp_out = hooks(f"{name}.hook_mlp_out", self.mlp(self.ln2(resid_mid, hooks, f"{name}.ln2"), hooks, f"{name}.mlp"))
+        mlp_out = self.mlp(self.ln2(resid_mid, hooks, f"{name}.ln2"), hooks, f"{name}.mlp")  # [batch, pos, d_model]
+        if hasattr(self, "ln2_post"):
+            mlp_out = self.ln2_post(mlp_out, hooks, f"{name}.ln2_post")
+        mlp_out = hooks(f"{name}.hook_mlp_out", mlp_out)                                     # what is added
         return hooks(f"{name}.hook_resid_post", resid_mid + mlp_out)                         # residual add
 
 
@@ -313,10 +369,22 @@ class Decoder(nn.Module):
         self.cfg = cfg
         self.W_E = nn.Parameter(torch.empty(cfg.vocab_size, cfg.d_model))   # [vocab, d_model] one row per token
         self.rope = RotaryEmbedding(cfg.d_head, cfg.rope_theta)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        if cfg.sliding_layers:      # sliding layers turn their pairs with a base of their own
+            self.rope_sliding = RotaryEmbedding(cfg.d_head, cfg.rope_theta_sliding or cfg.rope_theta)
+        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
         self.ln_final = RMSNorm(cfg.d_model, cfg.norm_eps)
         if not cfg.tie_embeddings:
             self.W_U_untied = nn.Parameter(torch.empty(cfg.d_model, cfg.vocab_size))
+
+    def embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """ids [batch, pos] -> the vectors the first block reads [batch, pos, d_model]: one row of W_E each,
+        times √d_model with embed_scale (Gemma keeps its embedding rows small and scales them up here)."""
+        embedded = self.W_E[ids]                                                  # [batch, pos, d_model]
+        return embedded * math.sqrt(self.cfg.d_model) if self.cfg.embed_scale else embedded
+
+    def rope_for(self, layer: int) -> RotaryEmbedding:
+        """The rotary embedding this layer's attention uses."""
+        return self.rope_sliding if layer in self.cfg.sliding_layers else self.rope
 
     @property
     def W_U(self) -> torch.Tensor:
@@ -330,9 +398,9 @@ class Decoder(nn.Module):
         start = len(kv_cache) if kv_cache is not None else 0
         positions = torch.arange(start, start + ids.shape[1], device=ids.device)   # [pos]
 
-        resid = hooks("hook_embed", self.W_E[ids])                                # [batch, pos, d_model]
+        resid = hooks("hook_embed", self.embed(ids))                              # [batch, pos, d_model]
         for layer, block in enumerate(self.blocks):
-            resid = block(resid, self.rope, positions, hooks, layer, kv_cache)
+            resid = block(resid, self.rope_for(layer), positions, hooks, layer, kv_cache)
         if last_only:
             resid = resid[:, -1:]
         final = self.ln_final(resid, hooks, "ln_final")                           # [batch, pos, d_model]
@@ -340,13 +408,20 @@ class Decoder(nn.Module):
 
     def hook_names(self) -> list[str]:
         """Every hook point, in the order a forward pass reaches them."""
+        cfg = self.cfg
+        norm = lambda n: [f"{n}.hook_scale", f"{n}.hook_normalized"]   # noqa: E731
         names = ["hook_embed"]
-        for layer in range(self.cfg.n_layers):
+        for layer in range(cfg.n_layers):
             b = f"blocks.{layer}"
-            names += [f"{b}.hook_resid_pre", f"{b}.ln1.hook_scale", f"{b}.ln1.hook_normalized"]
-            names += [f"{b}.attn.{h}" for h in ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k",
-                                                "hook_attn_scores", "hook_pattern", "hook_z", "hook_result")]
-            names += [f"{b}.hook_attn_out", f"{b}.hook_resid_mid", f"{b}.ln2.hook_scale", f"{b}.ln2.hook_normalized",
-                      f"{b}.mlp.hook_pre", f"{b}.mlp.hook_pre_linear", f"{b}.mlp.hook_post",
-                      f"{b}.hook_mlp_out", f"{b}.hook_resid_post"]
+            names += [f"{b}.hook_resid_pre", *norm(f"{b}.ln1")]
+            names += [f"{b}.attn.{h}" for h in ("hook_q", "hook_k", "hook_v")]
+            if cfg.qk_norm:
+                names += [*norm(f"{b}.attn.q_norm"), *norm(f"{b}.attn.k_norm")]
+            names += [f"{b}.attn.{h}" for h in ("hook_rot_q", "hook_rot_k", "hook_attn_scores", "hook_pattern",
+                                                "hook_z", "hook_result")]
+            names += norm(f"{b}.ln1_post") if cfg.post_norms else []
+            names += [f"{b}.hook_attn_out", f"{b}.hook_resid_mid", *norm(f"{b}.ln2"),
+                      f"{b}.mlp.hook_pre", f"{b}.mlp.hook_pre_linear", f"{b}.mlp.hook_post"]
+            names += norm(f"{b}.ln2_post") if cfg.post_norms else []
+            names += [f"{b}.hook_mlp_out", f"{b}.hook_resid_post"]
         return names + ["ln_final.hook_scale", "ln_final.hook_normalized"]

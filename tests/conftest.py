@@ -26,18 +26,27 @@ def lm():
 
 
 @pytest.fixture(scope="session")
+def gemma():
+    """The real Gemma 3 270M, loaded once per test process."""
+    from lesson_model import load_model
+    return load_model("gemma-3-270m")
+
+
+@pytest.fixture(scope="session")
 def warm_app(lm):
-    """Run the app once so the model sits in Streamlit's resource cache for every AppTest."""
+    """Run the app once per bundled model so both sit in Streamlit's resource cache for every AppTest."""
     from streamlit.testing.v1 import AppTest
-    at = AppTest.from_file(str(APP), default_timeout=600)
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
+    for model in ("smollm2-135m", "gemma-3-270m"):
+        at = AppTest.from_file(str(APP), default_timeout=600)
+        at.query_params["model"] = model
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
     return True
 
 
 @pytest.fixture
 def open_page(warm_app):
-    """open_page(page, lang=..., prompt=..., params={...}, locale=...) -> AppTest after its run.
+    """open_page(page, lang=..., prompt=..., params={...}, locale=..., model=...) -> AppTest after its run.
 
     Like opening ``/<page>?lang=..&prompt=..&<params>`` in a browser: the app starts on
     home (AppTest needs one run before switching pages), then the page's own parameters
@@ -48,8 +57,10 @@ def open_page(warm_app):
     from ui import nav
 
     def _open(page: str = nav.HOME, *, lang: str | None = "en", prompt: str | None = None,
-              params: dict | None = None, locale: str | None = None):
+              params: dict | None = None, locale: str | None = None, model: str | None = None):
         at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+        if model is not None:      # None: the model the language starts on (Chinese: Gemma)
+            at.query_params["model"] = model
         if locale is not None:
             at.context["locale"] = locale
         if lang is not None:

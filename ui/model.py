@@ -22,21 +22,43 @@ RUN_CACHE_MB = int(os.environ.get("DECODER_LAB_RUN_CACHE_MB", "1024"))
 THREADS_ENV = "DECODER_LAB_THREADS"   # torch intra-op threads of the app process (bench/bench_app.py)
 
 
+MODELS = tuple(lesson_model.BUNDLED)           # the keys ?model= takes: "smollm2-135m", "gemma-3-270m"
+DEFAULT_MODEL = lesson_model.DEFAULT_MODEL
+_CHOSEN = "_model"                              # this session's model key (ui.shell sets it)
+
+
 @st.cache_resource(show_spinner=False)
-def _shared_model():
+def _shared_model(key: str):
+    """One copy of each bundled model per process, loaded the first time any session asks for it."""
     if os.environ.get(THREADS_ENV):
         torch.set_num_threads(int(os.environ[THREADS_ENV]))
-    return lesson_model.load_model()
+    return lesson_model.load_model(key)
 
 
-def get_model():
-    """The shared model. Shows a spinner while the first load converts the weights, and a
-    clear message (then stops the page) when the weights package is not installed."""
+def model_name(key: str) -> str:
+    """The published name of a bundled model (the picker's label)."""
+    return lesson_model.BUNDLED[key].name
+
+
+def model_key() -> str:
+    """The key of the model this session is learning on."""
+    key = st.session_state.get(_CHOSEN)
+    return key if key in MODELS else DEFAULT_MODEL
+
+
+def set_model_key(key: str) -> None:
+    st.session_state[_CHOSEN] = key if key in MODELS else DEFAULT_MODEL
+
+
+def get_model(key: str | None = None):
+    """The shared model this session chose (or ``key``). Shows a spinner while the first load
+    converts the weights, and a clear message (then stops the page) when its package is missing."""
+    key = key or model_key()
     try:
-        with st.spinner(t("model.loading"), show_time=True):
-            return _shared_model()
+        with st.spinner(t("model.loading", name=lesson_model.BUNDLED[key].name), show_time=True):
+            return _shared_model(key)
     except lesson_model.ModelNotInstalledError as exc:
-        st.error(t("model.missing"), icon=":material/error:")
+        st.error(t("model.missing", name=exc.model.name), icon=":material/error:")
         st.code(str(exc), language="text")
         st.stop()
 

@@ -6,6 +6,7 @@ import streamlit as st
 
 from ui import i18n, nav, state
 from ui.i18n import t
+from ui import model as models
 from ui.model import get_model
 from ui.text import code_span, md_escape, shorten
 
@@ -74,10 +75,20 @@ def start() -> list[str]:
         if raw is not None and i18n.parse_lang(raw) is None:
             notes.append(t("shell.bad_lang", param=code_span(f"lang={shorten(raw, 40)}"),
                            lang=i18n.LANGS[lang]))
+    if "_model" not in st.session_state:
+        # The first model follows the visitor's language (Gemma reads Chinese, SmolLM2 does not);
+        # after that it changes only when they change it. A link's ?model= fixes it for everyone.
+        raw = state.url_raw("model")
+        default = "gemma-3-270m" if i18n.current_lang() in ("zh-Hant", "zh-Hans") else models.DEFAULT_MODEL
+        models.set_model_key(raw if raw in models.MODELS else default)
+        if raw is not None and raw not in models.MODELS:
+            notes.append(t("shell.bad_model", param=code_span(f"model={shorten(raw, 40)}"),
+                           name=models.model_name(models.model_key())))
     note = state.init_prompt()
     if note:
         notes.append(note)
     state.claim("lang", i18n.current_lang())
+    state.claim("model", models.model_key())
     return notes
 
 
@@ -121,16 +132,28 @@ def sidebar() -> None:
                       on_click=state.set_prompt, args=(t("prompt.default"),))
 
 
+def _on_model() -> None:
+    models.set_model_key(st.session_state["model_choice"])
+
+
 def model():
-    """The shared model (loading it on first use), with its status in the sidebar."""
+    """The model picker and what the chosen model is, in the sidebar; loads it on first use."""
+    with st.sidebar:
+        st.session_state["model_choice"] = models.model_key()
+        st.selectbox(t("shell.model"), list(models.MODELS), format_func=models.model_name, key="model_choice",
+                     on_change=_on_model, help=t("shell.model_help"))
+    state.claim("model", models.model_key())
     lm = get_model()
-    status = t("shell.model_status", name=md_escape(lm.name), device=md_escape(lm.device.type.upper()),
+    spec = lm.bundled
+    kind = t("shell.instruct") if spec.instruct else t("shell.base")
+    reads = t("shell.reads." + "_".join(spec.reads))
+    status = t("shell.model_status", kind=kind, reads=reads, device=md_escape(lm.device.type.upper()),
                params=i18n.big_number(lm.param_counts()["total"]))
     if lm.weight_formats:
-        main = next(iter(lm.weight_formats))
-        embed = lm.embedding_format if lm.embedding_format and lm.embedding_format != main else None
-        status += " · " + (t("shell.quantized_embed", fmt=main, embed=embed) if embed else t("shell.quantized", fmt=main))
+        bits = ", ".join(f for f in lm.weight_formats if f not in ("F32", "F16", "BF16"))   # the norms stay float
+        status += " · " + t("shell.quantized", fmt=bits)
     st.sidebar.caption(status)
+    st.sidebar.caption(t("shell.licence", licence=spec.licence))   # our own text (it links the terms)
     return lm
 
 

@@ -21,7 +21,7 @@ from ui.text import code_span, shorten
 
 _CANON = "_url."
 _CLAIMS = "_url_claims"
-SHELL_KEYS = ("lang", "prompt")
+SHELL_KEYS = ("lang", "prompt", "model")
 PROMPT_MAX_CHARS = 2000
 
 
