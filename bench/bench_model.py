@@ -3,6 +3,7 @@ capture memory, warm and cold start, generation with and without the KV cache.
 
     python -m bench            # from the repository root (./lab bench); writes bench/RESULTS.md
     python -m bench --quick    # fewer repeats, no cold start: a smoke run
+    python -m bench --model gemma-3-270m   # the same table for Gemma 3 (bench/RESULTS_gemma-3-270m.md)
 
 Timings are medians of interleaved repeats (every variant once per round), so a burst of
 load from other processes hits all variants alike. Ratios compare with the transformers
@@ -38,8 +39,39 @@ TARGETS = {"full": 1.10, "none": 1.00}
 
 # --------------------------------------------------------------------------- the reference model
 
+def gemma_twin(lm):
+    """A transformers Gemma3ForCausalLM holding exactly lm's weights (its norms store w, ours 1 + w)."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+    cfg, dec = lm.cfg, lm.decoder
+    config = Gemma3TextConfig(
+        vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff, num_hidden_layers=cfg.n_layers,
+        num_attention_heads=cfg.n_heads, num_key_value_heads=cfg.n_kv_heads, head_dim=cfg.d_head,
+        query_pre_attn_scalar=cfg.d_head, sliding_window=cfg.sliding_window, rms_norm_eps=cfg.norm_eps,
+        layer_types=["sliding_attention" if L in cfg.sliding_layers else "full_attention" for L in range(cfg.n_layers)],
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta_sliding},
+                         "full_attention": {"rope_type": "default", "rope_theta": cfg.rope_theta}},
+        max_position_embeddings=cfg.max_position, hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+        attn_implementation="sdpa")
+    model = Gemma3ForCausalLM(config)
+    w = lambda norm: norm.weight - 1.0   # noqa: E731
+    sd = {"model.embed_tokens.weight": dec.W_E, "lm_head.weight": dec.W_E, "model.norm.weight": w(dec.ln_final)}
+    for L, b in enumerate(dec.blocks):
+        h = f"model.layers.{L}"
+        sd |= {f"{h}.input_layernorm.weight": w(b.ln1), f"{h}.post_attention_layernorm.weight": w(b.ln1_post),
+               f"{h}.pre_feedforward_layernorm.weight": w(b.ln2), f"{h}.post_feedforward_layernorm.weight": w(b.ln2_post),
+               f"{h}.self_attn.q_norm.weight": w(b.attn.q_norm), f"{h}.self_attn.k_norm.weight": w(b.attn.k_norm),
+               f"{h}.self_attn.q_proj.weight": b.attn.W_Q.T, f"{h}.self_attn.k_proj.weight": b.attn.W_K.T,
+               f"{h}.self_attn.v_proj.weight": b.attn.W_V.T, f"{h}.self_attn.o_proj.weight": b.attn.W_O.T,
+               f"{h}.mlp.gate_proj.weight": b.mlp.gate_proj.T, f"{h}.mlp.up_proj.weight": b.mlp.up_proj.T,
+               f"{h}.mlp.down_proj.weight": b.mlp.down_proj.T}
+    model.load_state_dict({k: v.detach().contiguous() for k, v in sd.items()}, strict=True)
+    return model.eval().requires_grad_(False)
+
+
 def transformers_twin(lm):
-    """A transformers LlamaForCausalLM holding exactly lm's weights."""
+    """A transformers model holding exactly lm's weights: LlamaForCausalLM, or Gemma3ForCausalLM for Gemma."""
+    if lm.cfg.qk_norm:
+        return gemma_twin(lm)
     from transformers import LlamaConfig, LlamaForCausalLM
     cfg, dec = lm.cfg, lm.decoder
     config = LlamaConfig(vocab_size=cfg.vocab_size, hidden_size=cfg.d_model, intermediate_size=cfg.d_ff,
@@ -183,33 +215,33 @@ import json, sys, time
 t0 = time.perf_counter()
 from lesson_model import load_model
 t1 = time.perf_counter()
-lm = load_model(device="cpu")
+lm = load_model(sys.argv[1] if len(sys.argv) > 1 else None, device="cpu")
 t2 = time.perf_counter()
 lm.run("warm", names=[])
 print(json.dumps({"import_s": t1 - t0, "load_s": t2 - t1, "first_run_s": time.perf_counter() - t2}))
 """
 
 
-def start_seconds(cache: str | None) -> dict:
-    """load_model() in a fresh interpreter; cache=None means the user's default cache."""
+def start_seconds(cache: str | None, model: str | None = None) -> dict:
+    """load_model(model) in a fresh interpreter; cache=None means the user's default cache."""
     env = dict(os.environ)
     if cache is not None:
         env["DECODER_LAB_CACHE"] = cache
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", STARTUP], cwd=ROOT, env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", STARTUP] + ([model] if model else []), cwd=ROOT, env=env, capture_output=True, text=True, check=True)
     result = json.loads(out.stdout.strip().splitlines()[-1])
     result["process_s"] = time.perf_counter() - start
     return result
 
 
-def startup_rows(cold: bool) -> list[dict]:
+def startup_rows(cold: bool, model: str | None = None) -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="decoder-lab-bench-") as empty:
         if cold:
-            rows.append({"kind": "cold (empty cache: convert GGUF, write cache)", **start_seconds(empty)})
-            warm = [start_seconds(empty) for _ in range(3)]
+            rows.append({"kind": "cold (empty cache: convert GGUF, write cache)", **start_seconds(empty, model)})
+            warm = [start_seconds(empty, model) for _ in range(3)]
             rows.append({"kind": "warm (cache just written)", **min(warm, key=lambda r: r["load_s"])})
-    warm = [start_seconds(None) for _ in range(3)]
+    warm = [start_seconds(None, model) for _ in range(3)]
     rows.append({"kind": "warm (user cache)", **min(warm, key=lambda r: r["load_s"])})
     for r in rows:
         print(f"  start {r['kind']}: load_model {r['load_s']:.2f} s, process {r['process_s']:.2f} s",
@@ -262,7 +294,7 @@ def render(forward, generation, startup, meta) -> str:
         lines.append(f"| {r['kind']} | {r['import_s']:.2f} | {r['load_s']:.2f} | {r['first_run_s']:.2f} | "
                      f"{r['process_s']:.2f} | {target} |")
     lines += ["", "Forward: one [1, tokens] batch, logits for every position, inside inference_mode; transformers "
-              "is LlamaForCausalLM on the same weights with use_cache=False. `patterns` captures every "
+              "is LlamaForCausalLM (Gemma3ForCausalLM for Gemma) on the same weights with use_cache=False. `patterns` captures every "
               "layer's hook_pattern; `names=None` captures every hook point (hook_result included). "
               "Capture MB: the captured tensors' bytes held right after the call, and (in brackets) once every "
               "entry has been read (hook_result is computed from hook_z when first read). "
@@ -282,6 +314,7 @@ def main(argv=None) -> None:
     parser.add_argument("--lengths", type=int, nargs="+", default=[64, 256])
     parser.add_argument("--skip", nargs="*", default=[], choices=["forward", "generation", "startup"])
     parser.add_argument("--output", help="write the table here (default: bench/RESULTS.md after a full run)")
+    parser.add_argument("--model", default=None, help="a bundled model: smollm2-135m (default) or gemma-3-270m")
     parser.add_argument("--random-weights", action="store_true",
                         help="SmolLM2's shapes with random weights (no model package; skips the start-up rows)")
     args = parser.parse_args(argv)
@@ -290,7 +323,7 @@ def main(argv=None) -> None:
     import transformers
     from lesson_model import load_model
     load_at_start = load_average()
-    lm = random_smollm2_shaped() if args.random_weights else load_model(device="cpu")
+    lm = random_smollm2_shaped() if args.random_weights else load_model(args.model, device="cpu")
     hf = transformers_twin(lm)
     ids = torch.tensor([lm.encode(TEXT)])
     with torch.inference_mode():
@@ -304,7 +337,7 @@ def main(argv=None) -> None:
     torch.set_num_threads(threads_before)
     del hf
     gc.collect()
-    startup = [] if ("startup" in args.skip or args.random_weights) else startup_rows(cold=not args.quick)
+    startup = [] if ("startup" in args.skip or args.random_weights) else startup_rows(cold=not args.quick, model=args.model)
 
     load_at_end = load_average()
     load = "n/a" if load_at_start is None else f"{load_at_start:.1f} at start, {load_at_end:.1f} at end"
@@ -316,4 +349,5 @@ def main(argv=None) -> None:
     if args.output:
         Path(args.output).write_text(table, encoding="utf-8")
     elif not (args.quick or args.random_weights or args.skip):
-        RESULTS.write_text(table, encoding="utf-8")
+        out = RESULTS if args.model in (None, "smollm2-135m") else RESULTS.with_name(f"RESULTS_{args.model}.md")
+        out.write_text(table, encoding="utf-8")

@@ -217,10 +217,10 @@ class Attention(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.sliding_window = cfg.window(layer)     # None: a global layer
-        self.W_Q = nn.Parameter(torch.empty(cfg.d_model, cfg.n_heads * cfg.d_head))     # [576, 9*64]
-        self.W_K = nn.Parameter(torch.empty(cfg.d_model, cfg.n_kv_heads * cfg.d_head))  # [576, 3*64]
-        self.W_V = nn.Parameter(torch.empty(cfg.d_model, cfg.n_kv_heads * cfg.d_head))  # [576, 3*64]
-        self.W_O = nn.Parameter(torch.empty(cfg.n_heads * cfg.d_head, cfg.d_model))     # [9*64, 576]
+        self.W_Q = nn.Parameter(torch.empty(cfg.d_model, cfg.n_heads * cfg.d_head))     # SmolLM2 [576, 9*64], Gemma [640, 4*256]
+        self.W_K = nn.Parameter(torch.empty(cfg.d_model, cfg.n_kv_heads * cfg.d_head))  # SmolLM2 [576, 3*64], Gemma [640, 1*256]
+        self.W_V = nn.Parameter(torch.empty(cfg.d_model, cfg.n_kv_heads * cfg.d_head))  # the same shape as W_K
+        self.W_O = nn.Parameter(torch.empty(cfg.n_heads * cfg.d_head, cfg.d_model))     # SmolLM2 [9*64, 576], Gemma [4*256, 640]
         if cfg.attn_bias:
             self.b_Q = nn.Parameter(torch.zeros(cfg.n_heads * cfg.d_head))
             self.b_K = nn.Parameter(torch.zeros(cfg.n_kv_heads * cfg.d_head))
@@ -314,9 +314,9 @@ class MLP(nn.Module):
     def __init__(self, cfg: DecoderConfig):
         super().__init__()
         self.act = {"silu": F.silu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh")}[cfg.activation]
-        self.gate_proj = nn.Parameter(torch.empty(cfg.d_model, cfg.d_ff))   # [576, 1536]
-        self.up_proj = nn.Parameter(torch.empty(cfg.d_model, cfg.d_ff))     # [576, 1536]
-        self.down_proj = nn.Parameter(torch.empty(cfg.d_ff, cfg.d_model))   # [1536, 576]
+        self.gate_proj = nn.Parameter(torch.empty(cfg.d_model, cfg.d_ff))   # SmolLM2 [576, 1536], Gemma [640, 2048]
+        self.up_proj = nn.Parameter(torch.empty(cfg.d_model, cfg.d_ff))     # the same shape as gate_proj
+        self.down_proj = nn.Parameter(torch.empty(cfg.d_ff, cfg.d_model))   # SmolLM2 [1536, 576], Gemma [2048, 640]
 
     def forward(self, x: torch.Tensor, hooks: Hooks, name: str) -> torch.Tensor:
         gate = hooks(f"{name}.hook_pre", x @ self.gate_proj)                 # [batch, pos, d_ff]

@@ -118,14 +118,14 @@ def _gemma_gguf() -> Path:
 BUNDLED: dict[str, BundledModel] = {
     "smollm2-135m": BundledModel(
         key="smollm2-135m", name=DEFAULT_NAME, packages=(f"{PACKAGE}=={PACKAGE_VERSION}",), instruct=True,
-        reads=("en",), licence="SmolLM2: Apache 2.0 (Hugging Face)", locate=_smollm2_gguf,
+        reads=("en",), licence="SmolLM2: Apache 2.0 (Hugging Face)", locate=lambda: _smollm2_gguf(),
         cache_id=lambda: f"smollm2-135m-instruct-v{CACHE_FORMAT}-{_smollm2_gguf().stat().st_size}"),
     "gemma-3-270m": BundledModel(
         key="gemma-3-270m", name="Gemma 3 270M",
         packages=tuple(f"{GEMMA_PACKAGE}{part}=={GEMMA_VERSION}" for part in ("", "-part1", "-part2", "-part3", "-part4")),
         instruct=False, reads=("en", "zh"),
         licence="Gemma 3: the Gemma Terms of Use (Google), https://ai.google.dev/gemma/terms",
-        locate=_gemma_gguf, cache_id=lambda: f"gemma-3-270m-v{CACHE_FORMAT}-{_gemma_package().EXPECTED_SHA256[:16]}"),
+        locate=lambda: _gemma_gguf(), cache_id=lambda: f"gemma-3-270m-v{CACHE_FORMAT}-{_gemma_package().EXPECTED_SHA256[:16]}"),
 }
 DEFAULT_MODEL = "smollm2-135m"
 INSTALL_COMMAND = BUNDLED[DEFAULT_MODEL].install_command

@@ -107,6 +107,45 @@ def tiny():
     return _tiny()
 
 
+TINY_GEMMA_WINDOW = 5      # short, so a 12-token test prompt reaches past it
+
+
+def tiny_gemma_config(**overrides):
+    """A tiny Gemma 3: 3 layers (sliding, sliding, global), window 5, 4 query heads sharing 1 K/V
+    head of width 16 (so n_heads * d_head = 64 != d_model 48), RoPE bases 10 and 1000."""
+    from transformers import Gemma3TextConfig
+    kwargs = dict(vocab_size=tiny_tokenizer_view().vocab_size, hidden_size=48, intermediate_size=80,
+                  num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                  query_pre_attn_scalar=16, sliding_window=TINY_GEMMA_WINDOW,
+                  layer_types=["sliding_attention", "sliding_attention", "full_attention"],
+                  rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 10.0},
+                                   "full_attention": {"rope_type": "default", "rope_theta": 1000.0}},
+                  max_position_embeddings=128, rms_norm_eps=1e-6, initializer_range=0.2,
+                  hidden_activation="gelu_pytorch_tanh", tie_word_embeddings=True,
+                  bos_token_id=None, eos_token_id=tiny_eos_id(), pad_token_id=tiny_eos_id())
+    kwargs.update(overrides)
+    return Gemma3TextConfig(**kwargs)
+
+
+@functools.cache
+def _tiny_gemma():
+    from lesson_model import LessonModel
+    from lesson_model.loading import convert_hf
+    hf = random_hf_model(tiny_gemma_config(), seed=7)
+    with torch.no_grad():    # Gemma's norms multiply by 1 + w: random w around 0
+        for name, p in hf.named_parameters():
+            if "norm" in name:
+                p.copy_(0.3 * torch.randn_like(p))
+    lm = LessonModel(convert_hf(hf).eval().requires_grad_(False), tiny_tokenizer_view(), name="tiny-gemma3")
+    return hf, lm
+
+
+@pytest.fixture(scope="session")
+def tiny_gemma():
+    """(transformers Gemma3ForCausalLM, LessonModel) sharing the same random weights."""
+    return _tiny_gemma()
+
+
 # --------------------------------------------------------------------------- the real model
 
 @functools.cache
@@ -149,6 +188,42 @@ def smollm2(request):
     return _smollm2()
 
 
+@functools.cache
+def _gemma():
+    from lesson_model import load_model
+    return load_model("gemma-3-270m", device="cpu")
+
+
+@functools.cache
+def _gemma_reference():
+    """transformers' own load of the Gemma GGUF file: (Gemma3ForCausalLM with eager attention,
+    its tokenizer), about 45 s."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from lesson_model.loading import bundled_gguf_path
+    path = bundled_gguf_path("gemma-3-270m")
+    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                 attn_implementation="eager", dtype=torch.float32)
+    return model.eval(), AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+
+
+@pytest.fixture(scope="session")
+def gemma_lm(request):
+    """The bundled Gemma 3 270M as a LessonModel on the CPU (shares conftest's ``gemma`` when there is one)."""
+    try:
+        lm = request.getfixturevalue("gemma")
+        if lm.device.type == "cpu":
+            return lm
+    except pytest.FixtureLookupError:
+        pass
+    return _gemma()
+
+
+@pytest.fixture(scope="session")
+def gemma_reference():
+    """(transformers Gemma3ForCausalLM, tokenizer) loaded from the same GGUF file (slow, once)."""
+    return _gemma_reference()
+
+
 @pytest.fixture(scope="session")
 def reference_tokenizer():
     return _reference_tokenizer()
@@ -182,8 +257,10 @@ def block_depth(cfg, n_pos: int) -> int:
     """Reduction length along one block's longest chain of float32 roundings: the RMSNorm mean
     (d_model), the q/k/v projection (d_model), q . k (d_head), pattern @ v (n_pos), W_O
     (n_heads * d_head), a residual add, the second RMSNorm (d_model), gate/up (d_model), down
-    (d_ff), a residual add."""
-    return 4 * cfg.d_model + cfg.d_head + n_pos + cfg.n_heads * cfg.d_head + cfg.d_ff + 2
+    (d_ff), a residual add; with QK-norm the mean over d_head, with post-norms two more means
+    over d_model."""
+    extra = (cfg.d_head if cfg.qk_norm else 0) + (2 * cfg.d_model if cfg.post_norms else 0)
+    return 4 * cfg.d_model + cfg.d_head + n_pos + cfg.n_heads * cfg.d_head + cfg.d_ff + 2 + extra
 
 
 def logits_depth(cfg, n_pos: int, n_layers: int | None = None) -> int:
@@ -328,14 +405,16 @@ def assert_run_invariants(lm, run) -> None:
 
     Each relation recomputes one step of the forward pass (or regroups a sum), so its float32
     bound has the depth of that one step, not of the whole network (see assert_close_f32)."""
-    import torch.nn.functional as F
     cfg, c = lm.cfg, run.cache
     n_pos = run.ids.shape[1]
-    future = torch.triu(torch.ones(n_pos, n_pos, dtype=torch.bool), diagonal=1)   # [q_pos, k_pos]
+    positions = torch.arange(n_pos)
     close = assert_close_f32
+    weight = lambda module: module.weight.detach().cpu()   # noqa: E731
 
     attn_and_mlp = torch.zeros_like(c["hook_embed"])
     assert torch.equal(c["blocks.0.hook_resid_pre"], c["hook_embed"])
+    # What the first block reads: a row of W_E per token (times sqrt(d_model) with embed_scale).
+    close(c["hook_embed"], lm.decoder.embed(run.ids.to(lm.device)).detach().cpu(), depth=1, what="hook_embed = embed(ids)")
     stream_scale = finite_scale(c["hook_embed"])           # the largest number any partial sum of the stream holds
     for L in range(cfg.n_layers):
         b = f"blocks.{L}"
@@ -345,27 +424,47 @@ def assert_run_invariants(lm, run) -> None:
                   depth=cfg.d_model, what=f"{b}.{ln} scale")
             close(c[f"{b}.{ln}.hook_normalized"] * c[f"{b}.{ln}.hook_scale"], x, depth=2,
                   what=f"{b}.{ln} normalized x scale")
-        # RoPE rotates: it keeps the norm of every head's query and key at every position.
+        # RoPE rotates: it keeps the norm of every head's query and key at every position
+        # (with QK-norm, of the normalized q and k: RoPE comes after the norm).
+        attn = lm.decoder.blocks[L].attn
         for qk in ("q", "k"):
-            close(c[f"{b}.attn.hook_rot_{qk}"].norm(dim=-1), c[f"{b}.attn.hook_{qk}"].norm(dim=-1),
+            before = c[f"{b}.attn.hook_{qk}"]
+            if cfg.qk_norm:
+                norm = f"{b}.attn.{qk}_norm"
+                close(c[f"{norm}.hook_scale"], (before.pow(2).mean(-1, keepdim=True) + cfg.norm_eps).sqrt(),
+                      depth=cfg.d_head, what=f"{norm} scale")
+                before = c[f"{norm}.hook_normalized"] * weight(getattr(attn, f"{qk}_norm"))
+            close(c[f"{b}.attn.hook_rot_{qk}"].norm(dim=-1), before.norm(dim=-1),
                   depth=cfg.d_head + 2, what=f"{b} |rot_{qk}| = |{qk}|")
-        # Causal attention: scores -inf above the diagonal, pattern zero there, rows sum to 1.
+        # Causal attention (and on a sliding layer, nothing sliding_window or more back):
+        # scores -inf where hidden, pattern zero there, rows sum to 1.
+        future = ~attn.allowed(positions, positions)                                       # [q_pos, k_pos]
+        if attn.sliding_window is not None and n_pos > attn.sliding_window:
+            assert future[-1, 0], "a sliding layer hides the far past"
         scores, pattern = c[f"{b}.attn.hook_attn_scores"], c[f"{b}.attn.hook_pattern"]
         assert torch.isneginf(scores[..., future]).all() and torch.isfinite(scores[..., ~future]).all()
         assert (pattern[..., future] == 0).all()
         close(pattern.sum(-1), torch.ones(pattern.shape[:-1]), depth=n_pos, what=f"{b} pattern rows sum to 1")
         close(pattern, scores.softmax(-1), depth=n_pos, what=f"{b} pattern = softmax(scores)")
-        # Each head's write adds up to the attention output (einsum per head, then a sum, against z @ W_O).
+        # Each head's write adds up to the attention output (einsum per head, then a sum, against z @ W_O);
+        # with post-norms that sum is what ln1_post normalizes, and its output is what is added.
         result = c[f"{b}.attn.hook_result"]
-        close(result.sum(dim=2), c[f"{b}.hook_attn_out"], depth=cfg.n_heads * cfg.d_head + cfg.n_heads,
-              scale=max(finite_scale(result), finite_scale(c[f"{b}.hook_attn_out"])), what=f"{b} sum of head writes")
+        summed = c[f"{b}.ln1_post.hook_normalized"] * c[f"{b}.ln1_post.hook_scale"] if cfg.post_norms \
+            else c[f"{b}.hook_attn_out"]
+        close(result.sum(dim=2), summed, depth=cfg.n_heads * cfg.d_head + cfg.n_heads + 2,
+              scale=max(finite_scale(result), finite_scale(summed)), what=f"{b} sum of head writes")
+        if cfg.post_norms:
+            block = lm.decoder.blocks[L]
+            for ln, out in (("ln1_post", "hook_attn_out"), ("ln2_post", "hook_mlp_out")):
+                close(c[f"{b}.{out}"], c[f"{b}.{ln}.hook_normalized"] * weight(getattr(block, ln)), depth=1,
+                      what=f"{b}.{out} = {ln}(sub-layer output)")
         # Residual stream bookkeeping and the gated MLP.
         close(c[f"{b}.hook_resid_mid"], c[f"{b}.hook_resid_pre"] + c[f"{b}.hook_attn_out"], depth=1,
               what=f"{b} resid_mid")
         close(c[f"{b}.hook_resid_post"], c[f"{b}.hook_resid_mid"] + c[f"{b}.hook_mlp_out"], depth=1,
               what=f"{b} resid_post")
-        close(c[f"{b}.mlp.hook_post"], F.silu(c[f"{b}.mlp.hook_pre"]) * c[f"{b}.mlp.hook_pre_linear"], depth=2,
-              what=f"{b} mlp post = silu(gate) x up")
+        close(c[f"{b}.mlp.hook_post"], lm.decoder.blocks[L].mlp.act(c[f"{b}.mlp.hook_pre"]) * c[f"{b}.mlp.hook_pre_linear"],
+              depth=2, what=f"{b} mlp post = act(gate) x up")
         if L + 1 < cfg.n_layers:
             assert torch.equal(c[f"blocks.{L + 1}.hook_resid_pre"], c[f"{b}.hook_resid_post"])
         attn_and_mlp = attn_and_mlp + c[f"{b}.hook_attn_out"] + c[f"{b}.hook_mlp_out"]
@@ -378,5 +477,5 @@ def assert_run_invariants(lm, run) -> None:
     close(c["ln_final.hook_scale"], (final.pow(2).mean(-1, keepdim=True) + cfg.norm_eps).sqrt(), depth=cfg.d_model,
           what="ln_final scale")
     W_U = lm.decoder.W_U.detach().cpu()
-    close(run.logits, (c["ln_final.hook_normalized"] * lm.decoder.ln_final.weight.detach().cpu()) @ W_U,
+    close(run.logits, (c["ln_final.hook_normalized"] * weight(lm.decoder.ln_final)) @ W_U,
           depth=cfg.d_model + 1, what="logits = unembedded final norm")

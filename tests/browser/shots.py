@@ -23,6 +23,7 @@ def main() -> None:
     ap.add_argument("--pages", nargs="+", required=True)
     ap.add_argument("--langs", nargs="+", default=["en", "zh-Hant"])
     ap.add_argument("--prompt", default=None)
+    ap.add_argument("--models", nargs="+", default=[None], help="smollm2-135m and/or gemma-3-270m (default: the language's)")
     ap.add_argument("--out", default="/tmp/shots")
     ap.add_argument("--expand", action="store_true", help="open every expander (The math, In the code)")
     ap.add_argument("--sizes", nargs="+", default=[f"{w}x{h}" for w, h in SIZES])
@@ -34,17 +35,17 @@ def main() -> None:
         browser = launch(pw)
         for size in args.sizes:
             w, h = map(int, size.split("x"))
-            for lang in args.langs:
+            for lang, model in [(lang, model) for lang in args.langs for model in args.models]:
                 ctx = browser.new_context(viewport={"width": w, "height": h})
                 page = ctx.new_page()
                 for name in args.pages:
-                    page.goto(page_url(base, name, lang=lang, prompt=args.prompt))
+                    page.goto(page_url(base, name, lang=lang, prompt=args.prompt, model=model))
                     wait_until_drawn(page)
                     if args.expand:
                         for summary in page.query_selector_all("[data-testid='stExpander'] summary"):
                             summary.click()
                         page.wait_for_timeout(800)
-                    stem = f"{name}_{lang}_{w}x{h}"
+                    stem = f"{name}_{lang}_{model or 'default'}_{w}x{h}"
                     page.screenshot(path=str(out / f"{stem}_top.png"))
                     height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
                     page.set_viewport_size({"width": w, "height": min(max(height, h), 14000)})
