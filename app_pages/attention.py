@@ -1,7 +1,8 @@
 """Lesson 4: attention. One head, one query token, step by step with the real numbers:
 q and the keys, dot products, the 1/sqrt(d_head) scale, the causal mask, softmax, the
 weighted sum of values; the head's whole pattern; the what-if without the scale; a search
-for the heads that link two tokens; and how the work grows with the prompt's length."""
+for the heads that link two tokens; on a model with sliding-window layers, what a sliding and
+a global layer see on a long prompt; and how the work grows with the prompt's length."""
 
 
 import streamlit as st
@@ -9,8 +10,9 @@ import streamlit as st
 from lesson_model.analysis import attention as A
 from lesson_model.decoder import Attention
 from ui import figures_attention as F
-from ui import state, theme
+from ui import i18n, state, theme
 from ui.lesson import Lesson
+from ui.model import model_tag
 from ui.text import num
 from ui.tokens import axis_labels, md_labeler, position_label, readable_texts
 
@@ -33,6 +35,46 @@ token_texts = readable_texts(tokens)        # the same for plain-text options (�
 md_tok = md_labeler(tokens)
 
 run = page.run(lm, tokens, names=A.capture_names(cfg.n_layers))
+LONG = (cfg.sliding_window or 0) * 5 // 4     # the long prompt of the window section: past the window
+
+
+@st.cache_data(max_entries=8, show_spinner=False)
+def long_run(model_name: str, ids: tuple[int, ...], n_special: int, _lm=None):
+    """The window demo on the prompt repeated to LONG tokens (keyed on the model's name)."""
+    return A.window_demo(_lm, A.repeat_to_length(ids, LONG, n_special))
+
+
+def has(key: str) -> bool:
+    return i18n.has(f"attention.{model_tag()}.{key}") or i18n.has(f"attention.{key}")
+
+
+def find_token(texts: list[str], want: str, last: bool = False) -> int | None:
+    """The position of the token whose text is ``want`` (the last such with ``last``), else of
+    one that contains it (因为它 holds 它 when the tokenizer joins them), else None."""
+    for match in (lambda t: t == want, lambda t: want in t):
+        found = [i for i, t in enumerate(texts) if match(t)]
+        if found:
+            return found[-1] if last else found[0]
+    return None
+
+
+def try_examples() -> list[tuple]:
+    """The Try-this prompts, each with the query and key its "why" is about (try.<n>.query /
+    .key, a piece of token text), found in the prompt's tokens on the loaded model."""
+    out = []
+    for number in page.try_numbers():
+        prompt, why = page.t(f"try.{number}.prompt"), page.t(f"try.{number}.why")
+        values = {}
+        if has(f"try.{number}.query"):
+            texts = [tok.text.strip() for tok in lm.tokenize(prompt)]
+            query = find_token(texts, page.t(f"try.{number}.query"), last=True)
+            if query is not None:
+                values["pos"] = query
+                key = find_token(texts[:query], page.t(f"try.{number}.key"))
+                if key is not None:
+                    values["key"] = key
+        out.append((prompt, why, values))
+    return out
 
 
 def open_head(layer: int, head: int) -> None:
@@ -70,6 +112,8 @@ qlabel = labels[query]
 with figure_area:
     st.subheader(page.t("steps_title", head=head_name(layer, head), query=md_tok(query)), anchor=False)
     page.prose("steps")
+    st.markdown(page.t("steps_numbers", d=cfg.d_head, s=f"{cfg.d_head ** 0.5:g}", group=cfg.group_size,
+                       heads=cfg.n_heads, kv=cfg.n_kv_heads, last=cfg.group_size - 1))
     theme.plot(F.qk_figure(steps.q.tolist(), steps.keys[: query + 1].tolist(), labels[: query + 1], qlabel, page.t),
                key="qk_chart", height=F.rows_height(query + 2), title_width=THREE_QUARTERS)
 theme.plot(F.score_steps_figure(steps.raw.tolist(), steps.scaled.tolist(), weights.tolist(), labels,
@@ -99,6 +143,7 @@ with right:
 # --- 3. what if the scale is dropped -------------------------------------------------------
 st.subheader(page.t("scale_title", s=f"{steps.scale:g}"), anchor=False)
 page.prose("scale")
+st.markdown(page.t("scale_numbers", d=cfg.d_head, s=f"{steps.scale:g}"))
 what_if = A.unscaled_what_if(steps)
 left, right = st.columns([3, 1], gap="medium")
 with left:
@@ -133,14 +178,32 @@ with right:
                   key=f"open_{rank}", on_click=open_head, args=(hit.layer, hit.head), width="stretch",
                   icon=":material/visibility:", disabled=(hit.layer, hit.head) == (layer, head))
 
-# --- 5. cost ---------------------------------------------------------------------------------
+# --- 5. the sliding window on a long prompt (models that have one) ---------------------------
+st.subheader(page.t("window_title"), anchor=False)
+page.prose("window")
+pair = A.window_layers(cfg)
+demo = None
+if pair is not None:
+    n_special = next((i for i, tok in enumerate(tokens) if not tok.special), len(tokens))
+    with st.spinner(page.t("window_spinner", n=f"{LONG:,}")):
+        demo = long_run(lm.name, tuple(tok.id for tok in tokens), n_special, _lm=lm)
+    s_layer, g_layer = demo.layers
+    theme.plot(F.window_figure([demo.pooled[s_layer], demo.pooled[g_layer]], demo.pool, demo.n, demo.window,
+                               [page.t("fig.window_sliding", layer=s_layer, w=f"{demo.window:,}"),
+                                page.t("fig.window_global", layer=g_layer)], page.t),
+               key="window_chart", height=520, title_width=WIDE)
+    st.caption(page.t("window_caption", n=f"{demo.n:,}", pool=demo.pool, w=f"{demo.window:,}"))
+
+# --- 6. cost ---------------------------------------------------------------------------------
 st.subheader(page.t("cost_title"), anchor=False)
 page.prose("cost")
 crossover = A.crossover_length(cfg)
 top_len = max(cfg.max_position, 2 * n)
 lengths = sorted({max(1, round(top_len * i / 200)) for i in range(201)} | {n})
 costs = [A.block_cost(cfg, m) for m in lengths]
-theme.plot(F.cost_figure(lengths, [c.attention for c in costs], [c.linear for c in costs], n, crossover, page.t),
+sliding_costs = [A.block_cost(cfg, m, cfg.sliding_layers[0]).attention for m in lengths] if cfg.sliding_layers else None
+theme.plot(F.cost_figure(lengths, [c.attention for c in costs], [c.linear for c in costs], n, crossover, page.t,
+                         sliding=sliding_costs, window=cfg.sliding_window),
            key="cost_chart", height=420, title_width=WIDE)
 now, doubled = A.block_cost(cfg, n), A.block_cost(cfg, 2 * n)
 
@@ -187,8 +250,20 @@ observations.append(page.t("notice.cost_one" if n == 1 else "notice.cost", n=n, 
                            pairs2=f"{A.causal_pairs(2 * n):,}",
                            ratio=f"{doubled.attention / now.attention:.2f}",
                            lin=f"{doubled.linear / now.linear:.0f}", cross=f"{crossover:,}"))
+if demo is not None:
+    s_far, g_far = demo.beyond(s_layer), demo.beyond(g_layer)
+    observations.append(page.t(
+        "notice.window", n=f"{demo.n:,}", w=f"{demo.window:,}", s=s_layer, g=g_layer,
+        s_max=f"{float(s_far.max()):.0%}", g_lo=f"{float(g_far.min()):.0%}", g_hi=f"{float(g_far.max()):.0%}",
+        first=md_tok(0), g_first=f"{float(demo.last_row[g_layer][:, 0].max()):.0%}",
+        checked=page.t("notice.window_zero" if demo.outside_zero[s_layer] else "notice.window_nonzero",
+                       count=f"{demo.outside_count[s_layer]:,}")))
+    per_token = A.sliding_attention_per_token(cfg)
+    observations.append(page.t("notice.window_cost" if per_token < A.linear_macs_per_token(cfg) else
+                               "notice.window_cost_passes", w=f"{cfg.sliding_window:,}", att=f"{per_token:,}",
+                               lin=f"{A.linear_macs_per_token(cfg):,}"))
 page.notice(observations)
-page.try_this()
+page.try_this(try_examples())
 
 # --- The math: a worked example with this head's numbers ------------------------------------
 order = sorted(visible, key=lambda j: -float(weights[j]))[:3]

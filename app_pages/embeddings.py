@@ -1,6 +1,11 @@
 """Lesson 2: embeddings. Each token id looks up one row of a learned table; the rows form a
 space where related tokens sit close together, where some vector arithmetic works, and
-where word order does not exist yet."""
+where word order does not exist yet. A model with ``cfg.embed_scale`` (Gemma) multiplies the
+row by √d_model before the first block reads it: the page shows the rows as stored (W_E,
+which the unembedding reuses) and says what the first block reads (hook_embed)."""
+
+import math
+
 
 import pandas as pd
 import streamlit as st
@@ -28,7 +33,9 @@ cfg = lm.cfg
 tokens = page.tokens(lm, cap=CAP)
 W_E = lm.decoder.W_E.detach()
 ids = [tok.id for tok in tokens]
-rows = W_E[ids].float().cpu()                     # [pos, d_model], the same as run.cache["hook_embed"][0]
+rows = W_E[ids].float().cpu()                     # [pos, d_model]: the rows as stored in the table
+# What the first block reads (hook_embed, lm.decoder.embed): the rows, times √d_model with embed_scale.
+scale = math.sqrt(cfg.d_model) if cfg.embed_scale else 1.0
 readable = readable_texts(tokens)                 # byte pieces read as their character (我¹, 我²)
 
 
@@ -98,6 +105,9 @@ with figure:
                title_width=44)
     st.caption(page.t("row.caption", vocab=f"{cfg.vocab_size:,}", d=cfg.d_model,
                       params=f"{cfg.vocab_size * cfg.d_model:,}"))
+    if cfg.embed_scale:
+        st.info(page.t("row.scale", model=lm.name, d=cfg.d_model, scale=f"{scale:.2f}", norm=f"{float(row.norm()):.3f}",
+                       scaled=f"{float(row.norm()) * scale:.3f}"), icon=":material/open_in_full:")
 
 # --- 2. nearest neighbours ------------------------------------------------------------------------
 st.subheader(page.t("nb.title"), anchor=False)
@@ -290,6 +300,9 @@ with st.expander(page.t("api.title"), icon=":material/help:"):
 # --- what to notice ----------------------------------------------------------------------------------
 notes = [page.t("notice.row", token=md_at(pos), d=cfg.d_model, norm=f"{float(row.norm()):.2f}", vocab=f"{cfg.vocab_size:,}",
                 nearest=md_label(nearest.text), cos=f"{nearest.cosine:.3f}")]
+if cfg.embed_scale:
+    notes.append(page.t("notice.scale", model=lm.name, d=cfg.d_model, scale=f"{scale:.2f}",
+                        scaled=f"{float(row.norm()) * scale:.2f}"))
 if variants:
     notes.append(page.t("notice.variants", token=md_label(query_label), n=len(variants), k=k,
                         examples=i18n.join_list(md_label(v.text) for v in variants[:4])))
@@ -336,5 +349,8 @@ va, vb = row.double(), W_E[nearest.id].double().cpu()
 page.math(page.t("math_example", a=md_at(pos), b=md_label(nearest.text), dot=f"{float(va @ vb):.3f}",
                  na=f"{float(va.norm()):.3f}", nb=f"{float(vb.norm()):.3f}",
                  cos=f"{float(va @ vb / (va.norm() * vb.norm())):.3f}", d=cfg.d_model,
-                 first=", ".join(f"{v:.3f}" for v in row[:4].tolist()), id=f"{token.id:,}"))
-page.code(E.cosine_to_all, E.nearest_neighbours, E.analogy_vector, Decoder.forward)
+                 first=", ".join(f"{v:.3f}" for v in row[:4].tolist()), id=f"{token.id:,}")
+          + "\n\n" + page.t("math_size", vocab=f"{cfg.vocab_size:,}", d=cfg.d_model)
+          + ("\n\n" + page.t("math_scale", d=cfg.d_model, scale=f"{scale:.4f}", na=f"{float(va.norm()):.3f}",
+                                scaled=f"{float(va.norm()) * scale:.3f}") if cfg.embed_scale else ""))
+page.code(E.cosine_to_all, E.nearest_neighbours, E.analogy_vector, Decoder.embed, Decoder.forward)

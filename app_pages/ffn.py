@@ -18,16 +18,16 @@ from ui.tokens import axis_labels, label, md_label, plot_label, readable_texts
 CAP = 64            # tokens of the prompt this page runs
 TOP_NEURONS = 12    # neurons listed for the chosen token
 VOCAB_K = 8         # tokens listed per side in the neuron's vocabulary chart
-DEFAULT_LAYER = 26
 DIAGRAM_WIDTH = 340  # px: the MLP diagram's text is then about 17 px (less where the column is narrower)
-TRY_LAYERS = {1: 24, 2: 26, 3: 24, 4: 25}   # the layer each Try-this example describes
 TRY_TOKENS = 4      # pushed tokens named per Try-this example
 
 page = Lesson("ffn")
 page.header()
 lm = page.model()
 cfg = lm.cfg
+DEFAULT_LAYER = cfg.n_layers * 7 // 8    # late, where neurons push next-token candidates (26 of 30, 15 of 18)
 LAST_RESID = f"blocks.{cfg.n_layers - 1}.hook_resid_post"
+ACT = dict(act=page.t(f"act_name.{cfg.activation}"), glu=page.t(f"glu.{cfg.activation}"), fn=cfg.activation)
 mine = P.model_breakdown(lm)
 gpt3 = P.count_params(P.PRESETS["gpt3-175b"])
 
@@ -46,8 +46,8 @@ st.subheader(page.t("shape_title"), anchor=False)
 page.prose("shape")
 diagram, facts = st.columns([3, 2], gap="large", vertical_alignment="center")
 with diagram:
-    st.graphviz_chart(F.mlp_diagram(page.t, cfg.d_model, cfg.d_ff, theme.font_family().split(",")[0]),
-                      width=DIAGRAM_WIDTH)
+    st.graphviz_chart(F.mlp_diagram(page.t, cfg.d_model, cfg.d_ff, theme.font_family().split(",")[0],
+                                    ACT["act"], cfg.post_norms), width=DIAGRAM_WIDTH)
 with facts:
     st.metric(page.t("metric.mlp_layer"), f"{mine.per_layer['mlp']:,}",
               help=page.t("metric.mlp_layer_help", d=cfg.d_model, f=cfg.d_ff))
@@ -70,7 +70,7 @@ with st.container(border=True, key="ffn_controls"):
         pos = state.url_int("pos", page.t("pos"), 0, n_pos - 1, n_pos - 1, widget="select",
                             format_func=lambda i: f"{i}: {label(texts[i])}", help=page.t("pos_help"))
 names = [f"blocks.{layer}.mlp.hook_pre", f"blocks.{layer}.mlp.hook_pre_linear", *N.neuron_names(layer),
-         *N.mlp_names(layer), *N.neuron_effect_names(layer), LAST_RESID]
+         *N.mlp_names(layer), *N.neuron_effect_names(lm, layer), LAST_RESID]
 run = page.run(lm, tokens, names=names)
 gate = run.cache[f"blocks.{layer}.mlp.hook_pre"][0].float()          # [pos, d_ff]
 up = run.cache[f"blocks.{layer}.mlp.hook_pre_linear"][0].float()     # [pos, d_ff]
@@ -79,11 +79,13 @@ token_md = md_label(texts[pos])
 token_plot = plot_label(texts[pos])
 left, right = st.columns(2, gap="medium")
 with left:
-    theme.plot(F.activation_figure(page.t, gate.flatten(), layer), key="activation_chart", height=470)
+    theme.plot(F.activation_figure(page.t, gate.flatten(), layer, N.curves(lm), N.own_curve(lm)),
+               key="activation_chart", height=470)
 with right:
-    theme.plot(F.swiglu_figure(page.t, gate[pos], up[pos], token_plot), key="swiglu_chart", height=470)
+    theme.plot(F.swiglu_figure(page.t, gate[pos], up[pos], token_plot, N.gate_fn(lm), ACT), key="swiglu_chart",
+               height=470)
 negative_gate = float((gate < 0).float().mean())
-largest_factor = float(N.silu(gate).max())          # the most a positive gate multiplies up by here
+largest_factor = float(N.gate_fn(lm)(gate).max())   # the most a positive gate multiplies up by here
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
@@ -113,10 +115,10 @@ st.markdown(page.t("collapse.check_same" if pos_b == pos else "collapse.check", 
                    b=md_label(texts[pos_b]), layer=layer))
 st.markdown("\n".join(                       # cells without padding spaces (none after a Chinese 「）」)
     [f"|{page.t('collapse.col.map')}|{page.t('collapse.col.gap')}|{page.t('collapse.col.double')}|", "|:--|--:|--:|"]
-    + [f"|{page.t(f'collapse.map.{m}')}|{gap_text(check.gap[m])}|{check.doubling[m]:.2f}|" for m in N.MAPS]))
+    + [f"|{page.t(f'collapse.map.{m}', **ACT)}|{gap_text(check.gap[m])}|{check.doubling[m]:.2f}|" for m in N.MAPS]))
 quadratic = check.quadratic_error < 1e-4 and abs(check.doubling["bilinear"] - 4) < 1e-3
 st.caption(page.t("collapse.verdict_quadratic" if quadratic else "collapse.verdict",
-                  gap=gap_text(check.gap["bilinear"]), double=f"{check.doubling['bilinear']:.2f}"))
+                  gap=gap_text(check.gap["bilinear"]), double=f"{check.doubling['bilinear']:.2f}", **ACT))
 
 # --- 3. neuron explorer --------------------------------------------------------------------
 st.subheader(page.t("neurons_title"), anchor=False)
@@ -134,7 +136,8 @@ with controls:
 acts = N.neuron_activations(lm, run, layer, neuron)                  # [pos]
 effect = N.neuron_logit_effect(lm, run, layer, neuron, pos, k=VOCAB_K)
 with figure_area:
-    theme.plot(F.neuron_bar_figure(page.t, [a.neuron for a in top], [a.value for a in top], neuron, token_plot),
+    theme.plot(F.neuron_bar_figure(page.t, [a.neuron for a in top], [a.value for a in top], neuron, token_plot,
+                                   cfg.activation),
                key="neuron_bars", height=120 + 30 * len(top))
 strip_title = html_escape(page.t("strip.title", n=neuron, layer=layer))
 per_row = 10
@@ -192,18 +195,19 @@ with figure_area:
 big = int((post[pos].abs() > 0.1 * post[pos].abs().max()).sum())
 mlp_share = mine.parts["mlp"] / mine.total
 pred_md = md_label(lm.token_text(predicted))
-gate_line = [page.t("notice.gate", layer=layer, pct=f"{negative_gate:.0%}", low=f"{N.SILU_MIN:.2f}".replace("-", "−"))]
+gate_line = [page.t("notice.gate", layer=layer, pct=f"{negative_gate:.0%}",
+                    low=f"{N.activation_min(cfg.activation):.2f}".replace("-", "−"), **ACT)]
 if largest_factor > 1:
-    gate_line.append(page.t("notice.gate_positive", factor=f"{largest_factor:.1f}"))
+    gate_line.append(page.t("notice.gate_positive", factor=f"{largest_factor:.1f}", **ACT))
 collapse_line = [page.t("notice.collapse", rank=rank, d=cfg.d_model)]
 if quadratic and check.gap["bilinear"] >= 0.01:
     pair = page.t("notice.pair_same" if pos_b == pos else "notice.pair", a=md_label(texts[pos]), b=md_label(texts[pos_b]))
     collapse_line.append(page.t("notice.collapse_gated", pair=pair,
                                 gap=gap_text(check.gap["bilinear"]), double=f"{check.doubling['bilinear']:.2f}",
-                                real=gap_text(check.gap["real"])))
+                                real=gap_text(check.gap["real"]), **ACT))
 elif quadratic:
     collapse_line.append(page.t("notice.collapse_gated_small", gap=gap_text(check.gap["bilinear"]),
-                                double=f"{check.doubling['bilinear']:.2f}"))
+                                double=f"{check.doubling['bilinear']:.2f}", **ACT))
 notice = [
     page.t("notice.top" if big < cfg.d_ff // 2 else "notice.top_dense", layer=layer, token=token_md, n=top[0].neuron,
            v=f"{top[0].value:+.2f}", big=big, total=f"{cfg.d_ff:,}"),
@@ -244,16 +248,27 @@ page.notice(notice)
 
 
 # --- try this: each example's neuron, computed on its own prompt ---------------------------
-def try_detail(n: int) -> str:
-    """What layer TRY_LAYERS[n]'s strongest pusher does on example n's prompt (a model run)."""
-    try_layer = TRY_LAYERS[n]
-    ids = [tok.id for tok in lm.tokenize(page.t(f"try.{n}.prompt"))]
-    try_run = page.run(lm, ids, names=N.neuron_effect_names(try_layer))
+def try_names() -> list[str]:
+    return sorted({n for L in range(cfg.n_layers) for n in N.neuron_effect_names(lm, L)})
+
+
+def try_pusher(try_run) -> tuple[int, int, N.Pusher]:
+    """(answer, layer, pusher): the model's answer on a Try-this run and, of every layer's
+    TOP_NEURONS most active neurons at the last token, the one that pushes it up most directly."""
     answer = int(try_run.last_logits.argmax())
-    best = N.strongest_pusher(lm, try_run, try_layer, answer, -1, k=TOP_NEURONS)
+    pushers = [N.strongest_pusher(lm, try_run, L, answer, -1, k=TOP_NEURONS) for L in range(cfg.n_layers)]
+    best = max(range(cfg.n_layers), key=lambda L: pushers[L].push)
+    return answer, best, pushers[best]
+
+
+def try_detail(n: int) -> str:
+    """What the neuron that pushes example n's answer most does on its prompt (a model run)."""
+    ids = [tok.id for tok in lm.tokenize(page.t(f"try.{n}.prompt"))]
+    try_run = page.run(lm, ids, names=try_names())
+    answer, try_layer, best = try_pusher(try_run)
     pushed = N.neuron_logit_effect(lm, try_run, try_layer, best.neuron, -1, k=TRY_TOKENS).promoted
     lines = [page.t("try_detail.main", answer=md_label(lm.token_text(answer)), layer=try_layer, k=TOP_NEURONS,
-                    n=best.neuron, v=f"{best.value:+.1f}",
+                    n=best.neuron, v=f"{best.value:+.1f}", dv=num(best.push, "+.2f"),
                     tokens=join_list(md_label(lm.token_text(i)) for i, _ in pushed))]
     if best.value < 0:
         lines.append(page.t("try_detail.negative"))
@@ -261,15 +276,16 @@ def try_detail(n: int) -> str:
 
 
 page.try_this([(page.t(f"try.{n}.prompt"), join_sentences([page.t(f"try.{n}.why"), try_detail(n)]))
-               for n in sorted(TRY_LAYERS)])
+               for n in page.try_numbers()])
 
 # --- the math ------------------------------------------------------------------------------
 n0 = top[0].neuron
 g0, u0 = float(gate[pos, n0]), float(up[pos, n0])
-sig = 1 / (1 + torch.exp(torch.tensor(-g0))).item()
+act0 = float(N.gate_fn(lm)(torch.tensor(g0, dtype=torch.float64)))    # act(g) = g * sig below
+sig = act0 / g0 if g0 != 0 else 0.5                                     # sigma(g) for SiLU, Phi~(g) for GELU-tanh
 page.math(page.t("math_example", token=token_md, layer=layer, n=n0, g=f"{g0:.3f}", sig=f"{sig:.3f}",
-                 silu=f"{g0 * sig:.3f}", u=f"{u0:.3f}", post=f"{g0 * sig * u0:.3f}", real=f"{float(post[pos, n0]):.3f}",
+                 silu=f"{act0:.3f}", u=f"{u0:.3f}", post=f"{act0 * u0:.3f}", real=f"{float(post[pos, n0]):.3f}",
                  shared=f"{(moe.total - L * moe.per_layer['mlp']) / 1e9:.2f}", expert=f"{L * expert_size / 1e9:.3f}",
                  total=f"{moe.total / 1e9:.2f}", active=f"{moe.active / 1e9:.2f}", e=experts, k=active))
 page.code(MLP.forward, N.neuron_top_activations, N.neuron_logit_effect, N.linear_collapse, N.nonlinearity_check,
-          P.count_params)
+          P.count_params, P.model_breakdown)

@@ -27,6 +27,7 @@ MAX_NEW = 64          # most new tokens a learner can ask for
 DEFAULT_NEW = 24
 TIMING_MAX = 32       # new tokens in the live cache-on / cache-off timing (2 cores: keep it short)
 SPEC_MAX = 32         # new tokens in the speculative-decoding demonstration
+DRAFT_SHARE = 0.85    # the default draft: this share of the model's layers (26 of 30, 15 of 18)
 CANDIDATES = 10       # candidates shown per step
 STEP = "step"
 CANON_STEP = "_url." + STEP
@@ -51,6 +52,11 @@ def size(n_bytes: float) -> str:
     return "{:.4g} {}".format(*K.human_bytes(n_bytes))
 
 
+# The model's own end-of-sequence token(s), as code spans: `<|im_end|>`, `<eos>`...
+eos_names = ", ".join(code_span(lm.token_text(i)) for i in sorted(lm.eos_token_ids)) or code_span("EOS")
+has_chat = lm.tokenizer.chat_template is not None      # an instruct model; a base model has none
+
+
 # --- settings (shared with the sampling lesson) ------------------------------------------------
 with st.container(border=True, key="generation_settings"):
     st.caption(page.t("settings_caption"))
@@ -58,12 +64,14 @@ with st.container(border=True, key="generation_settings"):
     row2 = st.columns(3)
     settings = FS.settings_controls([row[0], row[1], row[2], row2[0]])
     max_new = state.url_int("max_new", page.t("max_new"), 1, MAX_NEW, DEFAULT_NEW, widget="number",
-                            help=page.t("max_new_help"), container=row2[1])
+                            help=page.t("max_new_help", eos=eos_names), container=row2[1])
 kwargs = settings.kwargs()
 
 # --- 1. step through -----------------------------------------------------------------------------
 st.subheader(page.t("steps_title"), anchor=False)
 page.prose("loop")
+if not has_chat:
+    st.caption(page.t("base_note", name=lm.bundled.name, eos=eos_names))
 note = None
 raw = state.url_raw(STEP)
 if raw is not None:                                   # a shared link: rebuild its steps
@@ -168,7 +176,7 @@ else:
             if s.stop == "eos":
                 st.success(page.t("stop.eos", token=md_label(new_texts[-1]), s=step), icon=":material/flag:")
             else:
-                st.warning(page.t("stop.length", max=count("new", max_new)), icon=":material/straighten:")
+                st.warning(page.t("stop.length", max=count("new", max_new), eos=eos_names), icon=":material/straighten:")
     rows = [{page.t("col.step"): x.index + 1, page.t("col.token"): label(text),
              page.t("col.prob"): f"{x.prob:.1%}", page.t("col.model_prob"): f"{pm:.1%}",
              page.t("col.computed"): x.positions_computed, page.t("col.cached"): x.kv_positions,
@@ -182,6 +190,13 @@ else:
 st.subheader(page.t("kv_title"), anchor=False)
 page.prose("kv")
 per_token = gd.kv_bytes(cfg, 1)
+if cfg.sliding_layers:          # most layers attend only to a window of recent positions
+    window_lines = [page.t("kv.window", n=len(cfg.sliding_layers), layers=cfg.n_layers, window=f"{cfg.sliding_window:,}",
+                           ctx=f"{cfg.max_position:,}", full=size(gd.kv_bytes(cfg, cfg.max_position)),
+                           windowed=size(gd.kv_bytes_windowed(cfg, cfg.max_position)))]
+    if CAP + MAX_NEW <= cfg.sliding_window:
+        window_lines.append(page.t("kv.window_inside", most=f"{CAP + MAX_NEW:,}", window=f"{cfg.sliding_window:,}"))
+    st.markdown(join_sentences(window_lines))
 if step == 0:
     st.info(page.t("kv.step0"), icon=":material/touch_app:")
 else:
@@ -190,7 +205,7 @@ else:
     per_layer = gd.kv_bytes_per_layer(cfg, cached)
     m = st.columns(4)
     m[0].metric(page.t("kv.m_positions"), f"{cached:,}", help=page.t("kv.m_positions_help"))
-    m[1].metric(page.t("kv.m_layer"), size(per_layer), help=page.t("kv.m_layer_help", kv=cfg.n_kv_heads, d=cfg.d_head))
+    m[1].metric(page.t("kv.m_layer"), size(per_layer), help=page.t("kv.m_layer_help", kv=count("kv_heads", cfg.n_kv_heads), d=cfg.d_head))
     m[2].metric(page.t("kv.m_total"), size(s.kv_bytes), help=page.t("kv.m_total_help", layers=cfg.n_layers))
     m[3].metric(page.t("kv.m_computed"), f"{s.positions_computed:,}", help=page.t("kv.m_computed_help", layers=cfg.n_layers))
     seen = tokens + lm.tokenizer.tokens(new_ids)
@@ -232,7 +247,8 @@ else:
 st.subheader(page.t("spec_title"), anchor=False)
 page.prose("spec")
 row = st.columns(2)
-draft_layers = state.url_int("draft_layers", page.t("spec.k"), 1, cfg.n_layers - 1, min(26, cfg.n_layers - 1),
+draft_default = min(max(1, round(cfg.n_layers * DRAFT_SHARE)), cfg.n_layers - 1)
+draft_layers = state.url_int("draft_layers", page.t("spec.k"), 1, cfg.n_layers - 1, draft_default,
                              help=page.t("spec.k_help", n=cfg.n_layers), container=row[0])
 draft_len = state.url_int("draft_len", page.t("spec.n"), 1, 8, 4, help=page.t("spec.n_help"), container=row[1])
 with st.container(horizontal=True, gap="large", key="spec_toggles"):     # wraps, never cuts a label
@@ -336,19 +352,23 @@ page.notice(notice)
 
 # --- try this: each example sets what its line relies on (and starts again at step 0) --------------
 GREEDY = {"temperature": 0.0, STEP: 0}
-chat = lm.chat_template([{"role": "user", "content": page.t("try.chat_question")}])
 long_enough = {"max_new": max(max_new, DEFAULT_NEW)}
+if has_chat:        # an instruct model: its chat format, and the reply ends with its end token
+    third = (lm.chat_template([{"role": "user", "content": page.t("try.chat_question")}]), page.t("try.chat_why"))
+else:               # a base model has no chat format: it continues the text
+    third = (page.t("try.base.prompt"), page.t("try.base.why", name=lm.bundled.name, eos=eos_names))
 page.try_this([
     (page.t("try.1.prompt"), join_sentences([page.t("try.1.why"), page.t("try.sets_spec")]),
      {**GREEDY, "spec": True, "spec_sample": False}),
     (page.t("try.2.prompt"), page.t("try.2.why"), {STEP: 0}),
-    (chat, join_sentences([page.t("try.chat_why"), page.t("try.sets_greedy")]), {**GREEDY, **long_enough}),
+    (third[0], join_sentences([third[1], page.t("try.sets_greedy")]), {**GREEDY, **long_enough}),
     (page.t("try.3.prompt"), join_sentences([page.t("try.3.why"), page.t("try.sets_greedy")]), {**GREEDY, **long_enough}),
 ])
 
 # --- the math --------------------------------------------------------------------------------------
 cached_now = steps[step - 1].kv_positions if step else n_prompt
-page.math(page.t("math_example", layers=cfg.n_layers, kv=cfg.n_kv_heads, d=cfg.d_head, per=f"{per_token:,}",
+page.math(page.t("math_example", layers=cfg.n_layers, kv=count("kv_heads", cfg.n_kv_heads), d=cfg.d_head,
+                 per=f"{per_token:,}", kind=K.shape_of(cfg, lm.name).kind,
                  n=f"{cached_now:,}", total=size(gd.kv_bytes(cfg, cached_now)), ctx=f"{cfg.max_position:,}",
                  full=size(gd.kv_bytes(cfg, cfg.max_position)), heads=cfg.n_heads, g=cfg.group_size,
                  mha=size(gd.kv_bytes(cfg, cfg.max_position) * cfg.n_heads // cfg.n_kv_heads)))

@@ -74,14 +74,26 @@ def open_from_chart() -> None:
 
 
 @st.cache_data(max_entries=64, show_spinner=False)
-def measured_kv_bytes(_lm, ids: tuple[int, ...]) -> tuple[int, int]:
-    """Run one generation step on the prompt with the KV cache; (positions, bytes) it holds."""
+def measured_kv_bytes(_lm, model_name: str, ids: tuple[int, ...]) -> tuple[int, int]:
+    """Run one generation step on the prompt with the KV cache; (positions, bytes) it holds.
+    Keyed on the model's name too: the same ids mean other tokens in the other model."""
     step = next(iter(_lm.generate_steps(list(ids), max_new_tokens=1, temperature=0)))
     return step.kv_positions, step.kv_bytes
 
 
 measures = H.head_measures(lm, run)                  # {measure: [n_layers, n_heads]}
 has_repeats = bool(H.induction_targets(H.run_ids(run)))
+globals_text = join_list(str(layer) for layer in range(cfg.n_layers) if cfg.window(layer) is None)
+
+
+def best_head(grid: torch.Tensor, layer: int | None = None) -> tuple[int, int]:
+    """The head with the highest value of a measure on this prompt (in ``layer``, if given):
+    the default the controls open on. (0, 0) when nothing has a value (a one-token prompt)."""
+    if layer is not None:
+        top = H.top_heads(grid[layer:layer + 1], 1)
+        return (layer, top[0][1]) if top else (layer, 0)
+    top = H.top_heads(grid, 1)
+    return top[0][:2] if top else (0, 0)
 
 # --- 1. every head of one layer --------------------------------------------------------------
 st.subheader(page.t("grid_title"), anchor=False)
@@ -92,8 +104,12 @@ figure_area, controls = page.columns()
 with controls:
     measure = state.url_choice("measure", page.t("measure_label"), list(H.MEASURES), "previous",
                                format_func=lambda m: page.t(f"fig.measure.{m}"), help=page.t("measure_help"))
-    layer = state.url_int("layer", page.t("layer_label"), 0, cfg.n_layers - 1, 0, help=page.t("layer_help"))
-    head = state.url_int("head", page.t("head_label"), 0, cfg.n_heads - 1, 0, help=page.t("head_help"))
+    # Defaults: the head with the highest value of the chosen measure on this prompt (layer,
+    # then the best head of whatever layer is open), clamped to this model's range.
+    layer = state.url_int("layer", page.t("layer_label"), 0, cfg.n_layers - 1, best_head(measures[measure])[0],
+                          help=page.t("layer_help"))
+    head = state.url_int("head", page.t("head_label"), 0, cfg.n_heads - 1, best_head(measures[measure], layer)[1],
+                         help=page.t("head_help"))
     st.caption(page.t(f"measure_about.{measure}"))
 grid = measures[measure]
 patterns = run.cache[f"blocks.{layer}.attn.hook_pattern"][0]          # [n_heads, q, k]
@@ -101,7 +117,12 @@ with figure_area:
     theme.plot(F.layer_grid_figure(patterns.tolist(), layer, cfg.group_size, grid[layer].tolist(), measure, head,
                                    labels, page.t),
                key="grid_chart", height=260 * (cfg.n_heads // cfg.group_size) + 60)
-    st.caption(page.t("grid_caption", group=cfg.group_size))
+    window = cfg.window(layer)
+    st.caption(join_sentences([
+        page.t("grid_caption", group=cfg.group_size),
+        *([] if not cfg.sliding_layers else
+          [page.t("layer_global", layer=layer, globals=globals_text)] if window is None else
+          [page.t("layer_window_fits" if n <= window else "layer_window", layer=layer, w=window, w1=window - 1, n=n)])]))
 
 # --- 2. the layer x head map -------------------------------------------------------------------
 st.subheader(page.t("overview_title"), anchor=False)
@@ -128,8 +149,13 @@ with right:
 # --- 3. every head reads the whole vector ---------------------------------------------------------
 st.subheader(page.t("whole_title", d=cfg.d_model), anchor=False)
 page.prose("whole")
+bounds = H.slice_bounds(cfg)
 if cfg.d_model == cfg.n_heads * cfg.d_head:
     st.markdown(page.t("whole_equal", d=cfg.d_model, h=cfg.n_heads, dh=cfg.d_head))
+else:       # Gemma 3 270M: 4 heads x 256 = 1,024 query numbers made from 640
+    st.markdown(page.t("whole_wider" if cfg.n_heads * cfg.d_head > cfg.d_model else "whole_narrower",
+                       d=cfg.d_model, h=cfg.n_heads, dh=cfg.d_head, q=f"{cfg.n_heads * cfg.d_head:,}",
+                       chunk=bounds[0][1] - bounds[0][0]))
 # Drawn at a width that makes its text F.DIAGRAM_TEXT_PX (not stretched to the column, which made
 # a wide diagram's text tiny; see ui/figures_heads.py).
 proj_dot, proj_width = F.projection_dot(cfg, page.t, theme.font_family().split(",")[0])
@@ -145,11 +171,15 @@ st.markdown(join_sentences([
     page.t("slices_even" if even / 2 <= lo and hi <= 1.5 * even else "slices_uneven",
            lo=f"{lo:.0%}", hi=f"{hi:.0%}", even=f"{even:.0%}")]))
 # Full width: nine columns of percentages need the room (at 1024 px a side column squeezed them together).
-theme.plot(F.slices_figure(share.tolist(), cfg.d_head, page.t), key="slices_chart", height=460)
+theme.plot(F.slices_figure(share.tolist(), bounds, page.t), key="slices_chart", height=460)
 
 # --- 4. grouped-query attention ----------------------------------------------------------------------
-st.subheader(page.t("gqa_title", h=cfg.n_heads, kv=cfg.n_kv_heads), anchor=False)
+kind = K.shape_of(cfg, lm.name).kind          # "GQA" (SmolLM2: 9 query heads, 3 K/V heads), "MQA" (Gemma: 4, 1)
+st.subheader(page.t("gqa_title_mqa" if kind == "MQA" else "gqa_title_mha" if kind == "MHA" else "gqa_title",
+                    h=cfg.n_heads, kv=cfg.n_kv_heads), anchor=False)
 page.prose("gqa")
+st.markdown(page.t("gqa_this_mqa" if kind == "MQA" else "gqa_this_mha" if kind == "MHA" else "gqa_this",
+                   name=lm.name, h=cfg.n_heads, kv=cfg.n_kv_heads, g=cfg.group_size))
 group = head // cfg.group_size
 members = list(range(group * cfg.group_size, (group + 1) * cfg.group_size))
 gqa_dot, gqa_width = F.gqa_dot(cfg.n_heads, cfg.n_kv_heads, head, page.t, theme.font_family().split(",")[0])
@@ -157,8 +187,8 @@ st.graphviz_chart(gqa_dot, width=F.diagram_px(gqa_width))
 left, right = st.columns([2, 3], gap="medium")
 with left:
     W = lm.decoder.blocks[layer].attn
-    st.markdown(page.t("gqa_shapes", wq=shape_text(W.W_Q), wk=shape_text(W.W_K), wv=shape_text(W.W_V), h=cfg.n_heads,
-                       kv=cfg.n_kv_heads, g=cfg.group_size))
+    st.markdown(page.t("gqa_shapes_mqa" if kind == "MQA" else "gqa_shapes", wq=shape_text(W.W_Q), wk=shape_text(W.W_K),
+                       wv=shape_text(W.W_V), h=cfg.n_heads, kv=cfg.n_kv_heads, g=cfg.group_size))
     query = state.url_int("pos", page.t("query_label"), 0, n - 1, n - 1, widget="select",
                           format_func=lambda i: position_label(readable, i), help=page.t("query_help"))
 with right:
@@ -212,8 +242,29 @@ with figure_area:
     if variant != "actual":
         series.append((page.t("fig.what_if", name=chosen.name, kind=chosen.kind),
                        [K.kv_bytes(chosen, c, dtype) / 2**30 for c in contexts], "#000000", "dash"))
+    win_shape = chosen if preset == "this" else this      # the window is this model's, whatever the preset
+    if this.window:
+        series.append((page.t("fig.window_aware", name=win_shape.name),
+                       [K.kv_bytes_windowed(win_shape, c, dtype) / 2**30 for c in contexts], theme.OKABE_ITO[0], "dot"))
     theme.plot(F.kv_memory_figure(series, contexts, context, page.t), key="kv_chart", height=460)
-positions, measured = measured_kv_bytes(lm, tuple(tok.id for tok in tokens))
+if this.window:
+    full, win = K.kv_bytes(win_shape, context, dtype), K.kv_bytes_windowed(win_shape, context, dtype)
+    fmt = "{:.4g} {}".format
+    window_fields = dict(name=win_shape.name, n_win=this.n_window_layers, layers=this.n_layers, w=this.window,
+                         globals=globals_text, n=f"{context:,}", full=fmt(*K.human_bytes(full)),
+                         win=fmt(*K.human_bytes(win)), ratio=f"{full / win:.2g}", dtype=dtype,
+                         max=f"{cfg.max_position:,}",
+                         full_max=fmt(*K.human_bytes(K.kv_bytes(win_shape, cfg.max_position, dtype))),
+                         win_max=fmt(*K.human_bytes(K.kv_bytes_windowed(win_shape, cfg.max_position, dtype))))
+    st.markdown(join_sentences([page.t("window_kv", **window_fields),
+                                page.t("window_kv_fits" if context <= this.window else "window_kv_saves",
+                                       **window_fields),
+                                page.t("window_app")]))
+    theme.plot(F.kv_layers_figure(K.positions_needed_by_layer(cfg, context), context,
+                                  [cfg.window(layer) is not None for layer in range(cfg.n_layers)], page.t,
+                                  page.t("fig.layers_title", n=f"{context:,}")),
+               key="kv_layers_chart", height=380)
+positions, measured = measured_kv_bytes(lm, lm.name, tuple(tok.id for tok in tokens))
 st.caption(page.t("kv_measured_one" if positions == 1 else "kv_measured", n=positions, bytes=f"{measured:,}",
                   per=f"{K.kv_bytes_per_token(this, 'fp32'):,.0f}"))
 
@@ -248,22 +299,32 @@ else:
         observations.append(page.t("notice.induction", who=who(ind), pct=f"{ind[0][2]:.0%}"))
     else:
         observations.append(page.t("notice.no_induction"))
-contrast = H.group_contrast(group_weights[0], group_weights[1])
-kind = contrast.kind(ALIKE)
-observations.append(page.t(f"notice.group_{kind}", a=head_name(layer, members[0]), b=head_name(layer, members[1]),
-                           query=md_tok(query), ta=md_tok(contrast.top_a), tb=md_tok(contrast.top_b),
-                           pa=f"{contrast.weight_a:.0%}", pb=f"{contrast.weight_b:.0%}",
-                           gap=f"{contrast.max_gap:.1%}" if kind == "alike" else f"{contrast.max_gap:.0%}"))
+if len(members) > 1:                          # a group of one (MHA) has no second head to compare
+    contrast = H.group_contrast(group_weights[0], group_weights[1])
+    case = contrast.kind(ALIKE)
+    observations.append(page.t(f"notice.group_{case}", a=head_name(layer, members[0]),
+                               b=head_name(layer, members[1]), query=md_tok(query), ta=md_tok(contrast.top_a),
+                               tb=md_tok(contrast.top_b), pa=f"{contrast.weight_a:.0%}", pb=f"{contrast.weight_b:.0%}",
+                               gap=f"{contrast.max_gap:.1%}" if case == "alike" else f"{contrast.max_gap:.0%}"))
 llama = K.PRESETS["llama2_70b"]
 llama_ratio = K.kv_bytes_per_token(llama.with_kv_heads(llama.n_heads)) / K.kv_bytes_per_token(llama)
 observations.append(page.t("notice.kv", name=chosen.name, per="{:.4g} {}".format(*K.human_bytes(per_token)),
                            n=f"{context:,}", total="{:.4g} {}".format(*K.human_bytes(total)),
                            ratio=f"{llama_ratio:.0f}"))
+if this.window:
+    observations.append(page.t("notice.window_fits" if context <= this.window else "notice.window", **window_fields))
 page.notice(observations)
 page.try_this()
 
 fp16 = K.kv_bytes_per_token(this, "fp16")
-page.math(page.t("math_example", layers=cfg.n_layers, kv=cfg.n_kv_heads, dh=cfg.d_head, fp16=f"{fp16:,.0f}",
+worked = [page.t("math_example", layers=cfg.n_layers, kv=cfg.n_kv_heads, dh=cfg.d_head, fp16=f"{fp16:,.0f}",
                  ctx=f"{cfg.max_position:,}", total="{:.4g} {}".format(*K.human_bytes(fp16 * cfg.max_position)),
-                 mha=f"{K.kv_bytes_per_token(this.with_kv_heads(cfg.n_heads), 'fp16'):,.0f}", h=cfg.n_heads))
+                 mha=f"{K.kv_bytes_per_token(this.with_kv_heads(cfg.n_heads), 'fp16'):,.0f}", h=cfg.n_heads)]
+if this.window:
+    worked.append(page.t("math_window", n_win=this.n_window_layers, n_global=this.n_global_layers, w=this.window,
+                         ctx=f"{cfg.max_position:,}", per=f"{K.kv_bytes_per_layer_position(this, 'fp16'):,.0f}",
+                         win="{:.4g} {}".format(*K.human_bytes(K.kv_bytes_windowed(this, cfg.max_position, "fp16")))))
+if cfg.qk_norm:
+    worked.append(page.t("math_qk_norm"))
+page.math(join_sentences(worked))
 page.code(Attention.forward, KVCache, H.head_measures, K.kv_bytes_per_token)

@@ -28,6 +28,7 @@ page = Lesson("home")
 page.header()
 lm = page.model()
 cfg = lm.cfg
+spec = getattr(lm, "bundled", None)      # the registry entry of a bundled model (None for other checkpoints)
 
 
 # --- the loop diagram: an SVG laid out from the translated labels ------------------------------
@@ -172,6 +173,41 @@ def quantization_text() -> str:
     return i18n.join_sentences([text, page.t("card.quant_numbers")])
 
 
+def design_lines() -> list[str]:
+    """How this model is built, read from its config: the choices where decoders differ."""
+    instruct = spec.instruct if spec is not None else lm.tokenizer.chat_template is not None
+    lines = [page.t("card.design.instruct" if instruct else "card.design.base")]
+    if cfg.n_kv_heads == 1:
+        attention = "mqa"
+    elif cfg.n_kv_heads < cfg.n_heads:
+        attention = "gqa"
+    else:
+        attention = "mha"
+    lines.append(page.t(f"card.design.{attention}", heads=cfg.n_heads, kv=cfg.n_kv_heads, group=cfg.group_size))
+    if cfg.n_heads * cfg.d_head != cfg.d_model:
+        lines.append(page.t("card.design.head_width", heads=cfg.n_heads, d_head=cfg.d_head,
+                            width=f"{cfg.n_heads * cfg.d_head:,}", d_model=f"{cfg.d_model:,}"))
+    local = [layer for layer in range(cfg.n_layers) if cfg.window(layer)]
+    if local:
+        glob = [layer for layer in range(cfg.n_layers) if not cfg.window(layer)]
+        lines.append(page.t("card.design.window", window=f"{cfg.sliding_window:,}", n_local=len(local),
+                            n=cfg.n_layers, theta_local=f"{cfg.rope_theta_sliding or cfg.rope_theta:,.0f}",
+                            layers=join_list(glob), theta=f"{cfg.rope_theta:,.0f}"))
+    else:
+        lines.append(page.t("card.design.global", theta=f"{cfg.rope_theta:,.0f}"))
+    lines.append(page.t("card.design.mlp_gelu" if cfg.activation == "gelu_tanh" else "card.design.mlp_silu",
+                        d_ff=f"{cfg.d_ff:,}"))
+    lines.append(page.t("card.design.norms_sandwich" if cfg.post_norms else "card.design.norms_pre"))
+    if cfg.qk_norm:
+        lines.append(page.t("card.design.qk_norm", d_head=cfg.d_head))
+    embed = page.t("card.design.embed_scaled" if cfg.embed_scale else "card.design.embed_plain",
+                   d_model=cfg.d_model, scale=f"{cfg.d_model ** 0.5:.1f}")
+    if cfg.tie_embeddings:
+        embed = i18n.join_sentences([embed, page.t("card.design.tied")])
+    lines.append(embed)
+    return lines
+
+
 # --- the live demo --------------------------------------------------------------------------------
 
 def is_piece(token_id: int) -> bool:
@@ -242,8 +278,11 @@ facts = [
 ]
 for col, (fact, value) in zip(st.columns(len(facts)), facts):
     col.metric(page.t(f"card.{fact}"), f"{value:,}", help=page.t(f"card.{fact}_help"))
+st.markdown(page.t("card.design_title") + "\n\n" + "\n".join(f"- {line}" for line in design_lines()))
 theme.plot(param_figure(counts), key="param_chart", height=250, title_width=70)
 st.markdown(quantization_text())
+if spec is not None:
+    st.markdown(page.t("card.licence", licence=spec.licence))   # the registry's own line
 
 # --- 3. live demo -------------------------------------------------------------------------
 st.subheader(page.t("demo.title"), anchor=False)

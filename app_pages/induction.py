@@ -4,6 +4,8 @@ knocking the best heads out against random heads as a control; and which heads d
 the learner's text."""
 
 
+import math
+
 import streamlit as st
 import torch
 
@@ -23,6 +25,8 @@ TOP_SHOWN = 3        # best heads whose patterns are drawn
 STRIP_MAX = 64       # tokens shown in the highlighted strip
 COPIED = 1.0         # nats: the second copy is "copied" when its loss is at least this much lower
 ABLATION_MOVE = 0.1  # nats: a smaller change of the loss counts as "barely changes"
+COPIED_TOP1 = 0.5    # ...and "copied" outright only when its top guess is right at half its positions or more
+K_MAX, K_DEFAULT = 10, 5
 
 page = Lesson("induction")
 page.header()
@@ -46,6 +50,16 @@ def ablation(_lm, model_name: str, seq_len: int, seed: int, k: int) -> I.Ablatio
 
 def head_name(layer: int, head: int) -> str:
     return f"{layer}.{head}"
+
+
+def pct_text(p: float) -> str:
+    """A probability in percent that never prints a non-zero one as 0.0%: "99.0%", "0.04%"."""
+    return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%"
+
+
+def prob_text(p: float) -> str:
+    """A probability as the page prints it: "42%", or "0.00061" when it would print as 0%."""
+    return f"{p:.0%}" if p >= 0.005 else f"{p:.2g}"
 
 
 # --- 1. A B ... A -> B on the learner's text --------------------------------------------------
@@ -83,8 +97,12 @@ else:
     b_id = run.ids[b]
     rank = int((probs > probs[b_id]).sum()) + 1
     top_id = int(probs.argmax())
-    st.markdown(page.t("prediction", a=md_tok(a2), b=md_tok(b), p=f"{float(probs[b_id]):.1%}", rank=rank,
-                       top=code_span(label(lm.token_text(top_id))), ptop=f"{float(probs[top_id]):.1%}"))
+    first_probs = run.logits[0, a1].float().softmax(-1)                 # [vocab] prediction after the first A
+    st.markdown(join_sentences([
+        page.t("prediction", a=md_tok(a2), b=md_tok(b), p=pct_text(float(probs[b_id])), rank=rank,
+               top=code_span(label(lm.token_text(top_id))), ptop=pct_text(float(probs[top_id]))),
+        page.t("prediction_first", a=md_tok(a1), b=md_tok(b), p=pct_text(float(first_probs[b_id])),
+               rank=int((first_probs > first_probs[b_id]).sum()) + 1)]))
 
 # --- 2. the standard test: repeated random tokens -------------------------------------------------
 st.subheader(page.t("random_title"), anchor=False)
@@ -123,7 +141,9 @@ st.subheader(page.t("ablation_title"), anchor=False)
 page.prose("ablation")
 figure_area, controls = page.columns()
 with controls:
-    k = state.url_int("k", page.t("k_label"), 1, 10, 5, help=page.t("k_help"))
+    # At most half the heads: the control needs k other heads to draw from.
+    k = state.url_int("k", page.t("k_label"), 1, min(K_MAX, cfg.n_layers * cfg.n_heads // 2), K_DEFAULT,
+                      help=page.t("k_help"))
     with st.spinner(page.t("ablating", k=k, sets=N_RANDOM + 1), show_time=True):
         ab = ablation(lm, lm.name, seq_len, seed, k)
 bars = [page.t("bar.intact"), page.t("bar.top", k=k)] + [page.t("bar.random", k=k, i=i + 1)
@@ -162,7 +182,15 @@ if k > 1:
                              layers=join_list(str(layer) for layer in layers)))
 best_parts.append(page.t("notice.early_only" if early < best[0][2] / 2 else "notice.early", third=third - 1,
                          early=f"{early:.0%}"))
+if cfg.sliding_layers:          # Gemma 3: which of the best heads sit in the global layers
+    global_layers = [layer for layer in range(cfg.n_layers) if cfg.window(layer) is None]
+    in_global = sum(1 for layer, _, _ in ranked[:k] if cfg.window(layer) is None)
+    best_parts.append(page.t("notice.global_all" if in_global == k else "notice.global_none" if in_global == 0 else
+                             "notice.global", m=in_global, k=k, globals=join_list(str(g) for g in global_layers)))
+    if 2 * seq_len <= cfg.sliding_window:
+        best_parts.append(page.t("notice.window_fits", n=2 * seq_len, w=cfg.sliding_window))
 first, second = exp.mean_loss_first, exp.mean_loss_second
+uniform = float(torch.log(torch.tensor(float(cfg.vocab_size))))
 move = ab.top_loss - ab.baseline
 ablation_key = ("notice.ablation_up" if move >= ABLATION_MOVE else
                 "notice.ablation_down" if move <= -ABLATION_MOVE else "notice.ablation_flat")
@@ -173,8 +201,11 @@ observations = [
     join_sentences(best_parts),
     join_sentences([
         page.t("notice.loss", first=f"{first:.2f}", second=f"{second:.2f}", vocab=f"{cfg.vocab_size:,}",
-               uniform=f"{torch.log(torch.tensor(float(cfg.vocab_size))):.2f}"),
-        page.t("notice.loss_copied" if second <= first - COPIED else "notice.loss_not_copied")]),
+               uniform=f"{uniform:.2f}"),
+        page.t("notice.loss_worse", vocab=f"{cfg.vocab_size:,}") if first > uniform else "",
+        page.t("notice.loss_not_copied" if second > first - COPIED else
+               "notice.loss_copied" if exp.top1_second >= COPIED_TOP1 else "notice.loss_partly"),
+        page.t("notice.top1", hit1=f"{exp.top1_first:.0%}", hit2=f"{exp.top1_second:.0%}")]),
     join_sentences([
         page.t(ablation_key, k=k, base=f"{ab.baseline:.2f}", top=f"{ab.top_loss:.2f}", rand=f"{ab.random_mean:.2f}"),
         page.t(compare_key)]),
@@ -199,7 +230,6 @@ pattern0 = exp.example_patterns[(L0, H0)]
 page.math(page.t("math_example", head=head_name(L0, H0), q=int(queries[3]), k=int(keys[3]), i=3,
                  w=f"{float(pattern0[queries[3], keys[3]]):.1%}", n=seq_len, s=N_SEQS,
                  score=f"{best[0][2]:.1%}", first=f"{exp.mean_loss_first:.2f}",
-                 pfirst=f"{float(torch.exp(-torch.tensor(exp.mean_loss_first))):.2g}",
-                 second=f"{exp.mean_loss_second:.2f}",
-                 psecond=f"{float(torch.exp(-torch.tensor(exp.mean_loss_second))):.0%}"))
+                 pfirst=prob_text(math.exp(-exp.mean_loss_first)), second=f"{exp.mean_loss_second:.2f}",
+                 psecond=prob_text(math.exp(-exp.mean_loss_second))))
 page.code(I.induction_experiment, I.zero_heads_hooks, I.ablate)

@@ -1,6 +1,8 @@
 """Lesson 3: position. Attention compares contents, not places, so the model needs position
 information: sinusoidal and learned absolute encodings for comparison, then RoPE as this
-model does it, on its real queries and keys."""
+model does it, on its real queries and keys. Every rotation uses the chosen layer's own
+rotary module (lm.decoder.rope_for(layer)): Gemma 3 turns its sliding-window layers with
+base 10,000 and its global layers with 1,000,000, both shown side by side."""
 
 import math
 
@@ -9,7 +11,7 @@ import torch
 
 from lesson_model.analysis import rope as R
 from lesson_model.decoder import RotaryEmbedding
-from ui import state, theme
+from ui import i18n, state, theme
 from ui.figures_position import (before_after_figure, block_diagram, clock_figure, distance_figure, ladder_figure,
                                  period_text, relative_figure, same_vector_figure, sinusoid_heatmap, waves_figure,
                                  worked_example_figure)
@@ -20,11 +22,11 @@ from ui.tokens import md_label, position_label, readable_texts
 CAP = 128                 # prompt tokens this page runs
 SIN_D = 128               # width of the sinusoidal example (a small d_model, readable as a picture)
 SIN_POSITIONS = 64        # positions drawn at least
-CLOCK_PAIRS = (0, 4, 8, 16, 24, 31)
+CLOCK_FRACTIONS = (0, 1 / 8, 1 / 4, 1 / 2, 3 / 4, 1)   # the clock's hands: these fractions of the pairs
 REL_DISTANCES = (0, 1, 2, 4, 8, 16)
 REL_POSITIONS = (0, 10, 100, 1000, 4000, 8000)
 CURVE_MAX = 128           # distances in the score-vs-distance curve
-DEFAULT_LAYER, DEFAULT_HEAD = 16, 0
+DEFAULT_LAYER_FRACTION, DEFAULT_HEAD = 0.55, 0   # default layer: this fraction of the stack (16 of 30, 9 of 18)
 DIAGRAM_WIDTH = 620       # px: the block diagram's width on a wide screen
 WIDE = 56                 # title width (characters, see ui.theme.wrap_title) of a chart spanning the page
 
@@ -42,9 +44,25 @@ def md_tok(i: int) -> str:
     return md_label(labels[i])
 
 
-thetas = R.frequency_ladder(lm)                           # [d_head/2]
-periods = R.periods(thetas)
-n_pairs = len(thetas)
+def layer_list(layers) -> str:
+    """Layers as runs, "0–4, 6–10, 12–16" (the language's separator)."""
+    runs, start = [], None
+    for i, layer in enumerate(layers):
+        start = layer if start is None else start
+        if i + 1 == len(layers) or layers[i + 1] != layer + 1:
+            runs.append(str(start) if start == layer else f"{start}–{layer}")
+            start = None
+    return i18n.join_list(runs)
+
+
+bases = R.rope_bases(lm)                                  # one per RoPE base (Gemma: sliding, then global)
+two_bases = len(bases) > 1
+n_pairs = cfg.d_head // 2
+half = n_pairs
+
+
+def base_name(b: R.RopeBase) -> str:
+    return page.t(f"kind.{b.kind}", base=f"{b.base:,.0f}")
 
 # --- 1. absolute: sinusoidal waves and clock hands ---------------------------------------------------
 st.subheader(page.t("sin.title"), anchor=False)
@@ -68,13 +86,21 @@ page.prose("clock")
 row = st.columns(4, gap="medium")
 clock_pos = state.url_int("clock", page.t("clock.pos"), 0, cfg.max_position - 1, n - 1, widget="number",
                           help=page.t("clock.pos_help", n=f"{cfg.max_position:,}"), container=row[0])
-angles = [clock_pos * float(thetas[i]) for i in CLOCK_PAIRS]
-hand_names = [page.t("clock.hand", pair=i, period=period_text(float(periods[i]))) for i in CLOCK_PAIRS]
-hand_keys = [page.t("clock.hand_key", pair=i, period=period_text(float(periods[i]))) for i in CLOCK_PAIRS]
-for cell, i, a in zip(row[1:], CLOCK_PAIRS[:3], angles[:3]):
+clock_base = bases[0]
+if two_bases:       # which layers' clock: the sliding-window layers' base or the global layers'
+    kind = state.url_choice("base", page.t("clock.base"), [b.kind for b in bases], bases[0].kind,
+                            widget="segmented", format_func=lambda k: page.t(f"clock.kind.{k}"),
+                            help=page.t("clock.base_help"), container=row[0])
+    clock_base = next(b for b in bases if b.kind == kind)
+thetas, periods = clock_base.thetas, clock_base.periods
+clock_pairs = sorted({min(n_pairs - 1, round(f * n_pairs)) for f in CLOCK_FRACTIONS})
+angles = [clock_pos * float(thetas[i]) for i in clock_pairs]
+hand_names = [page.t("clock.hand", pair=i, period=period_text(float(periods[i]))) for i in clock_pairs]
+hand_keys = [page.t("clock.hand_key", pair=i, period=period_text(float(periods[i]))) for i in clock_pairs]
+for cell, i, a in zip(row[1:], clock_pairs[:3], angles[:3]):
     cell.markdown(page.t("clock.line", pair=i, pos=clock_pos, theta=f"{float(thetas[i]):.4g}",
                          turns=f"{a / (2 * math.pi):,.2f}", deg=f"{math.degrees(a) % 360:.0f}"))
-theme.plot(clock_figure(angles, hand_keys, page.t("clock.chart_title", pos=clock_pos),
+theme.plot(clock_figure(angles, hand_keys, page.t("clock.chart_title", pos=clock_pos, base=f"{clock_base.base:,.0f}"),
                         legend_title=page.t("clock.legend_title"), hover_names=hand_names),
            key="clock_chart", height=480, title_width=WIDE)
 
@@ -84,15 +110,24 @@ with st.expander(page.t("learned.title"), icon=":material/table_rows:"):
 # --- 2. RoPE: the frequency ladder ---------------------------------------------------------------------
 st.subheader(page.t("ladder.title"), anchor=False)
 page.prose("rope")
-never = [i for i in range(n_pairs) if float(periods[i]) > cfg.max_position]
-colours = [theme.OKABE_ITO[4] if i in never else theme.OKABE_ITO[0] for i in range(n_pairs)]
-theme.plot(ladder_figure(thetas, periods, cfg.max_position,
-                         page.t("ladder.chart_title", base=f"{cfg.rope_theta:,.0f}", d=cfg.d_head, pairs=n_pairs),
-                         page.t("ladder.x"), page.t("ladder.y"), page.t("ladder.hover"),
-                         page.t("ladder.context", n=f"{cfg.max_position:,}"), colours),
-           key="ladder", height=400, title_width=WIDE)
-st.caption(page.t("ladder.caption", fast=f"{float(periods[0]):.2f}", slow=f"{float(periods[-1]):,.0f}",
-                  never=len(never), first=never[0] if never else n_pairs, n=f"{cfg.max_position:,}"))
+page.prose("bases")
+
+
+def base_fields(b: R.RopeBase) -> dict:
+    never = [i for i in range(n_pairs) if float(b.periods[i]) > b.reach]
+    return dict(base=f"{b.base:,.0f}", fast=f"{float(b.periods[0]):.2f}", slow=f"{float(b.periods[-1]):,.0f}",
+                never=len(never), first=never[0] if never else n_pairs, n=f"{b.reach:,}", pairs=n_pairs,
+                layers=layer_list(b.layers), count=len(b.layers), window=f"{b.window or 0:,}")
+
+
+series = [(base_name(b), b.thetas, b.periods, b.reach,
+           page.t(f"ladder.reach.{b.kind}", n=f"{b.reach:,}")) for b in bases]
+theme.plot(ladder_figure(series, page.t("ladder.chart_title_two" if two_bases else "ladder.chart_title",
+                                        base=f"{bases[0].base:,.0f}", d=cfg.d_head, pairs=n_pairs),
+                         page.t("ladder.x"), page.t("ladder.y"), page.t("ladder.hover")),
+           key="ladder", height=440 if two_bases else 400, title_width=WIDE)
+for b in bases:
+    st.caption(page.t(f"ladder.caption_{b.kind}" if two_bases else "ladder.caption", **base_fields(b)))
 
 # --- 3. a real query turning -----------------------------------------------------------------------------
 st.subheader(page.t("turn.title"), anchor=False)
@@ -107,16 +142,21 @@ with right:
     page.prose("turn")
     st.markdown(page.t("turn.example_line", x=f"{ex[0]:.3f}", y=f"{ex[1]:.3f}"))
 controls = st.columns(4)
-layer = state.url_int("layer", page.t("layer"), 0, cfg.n_layers - 1, DEFAULT_LAYER, container=controls[0])
+layer = state.url_int("layer", page.t("layer"), 0, cfg.n_layers - 1, int(cfg.n_layers * DEFAULT_LAYER_FRACTION),
+                      container=controls[0])
 head = state.url_int("head", page.t("head"), 0, cfg.n_heads - 1, DEFAULT_HEAD, container=controls[1])
-pair = state.url_int("pair", page.t("turn.pair"), 0, n_pairs - 1, 0, help=page.t("turn.pair_help"), container=controls[2])
+pair = state.url_int("pair", page.t("turn.pair"), 0, n_pairs - 1, 0, help=page.t("turn.pair_help", half=half),
+                     container=controls[2])
 qpos = state.url_int("qpos", page.t("turn.qpos"), 0, n - 1, n - 1, widget="select", container=controls[3],
                      format_func=lambda i: position_label(labels, i), help=page.t("turn.qpos_help"))
+layer_base = R.base_of(lm, layer)                                               # this layer's RoPE (rope_for)
+st.caption(page.t("turn.layer_note", layer=layer, kind=base_name(layer_base), theta=f"{float(layer_base.thetas[pair]):.4g}",
+                  pair=pair))
 run = page.run(lm, tokens, names=R.rope_hook_names(layer))
 track = R.pair_track(lm, run, layer, head, pair)
 i_dim, j_dim = track.dims
-q_pre = run.cache[f"blocks.{layer}.attn.hook_q"][0, qpos, head].float()          # [d_head], before RoPE
-placed = R.rotate_head(lm, q_pre[None].expand(n, -1), range(n))                  # the same q at positions 0..n-1
+q_pre = R.pre_rope(lm, run, layer, "q")[qpos, head].float()                      # [d_head], what RoPE turns
+placed = R.rotate_head(lm, q_pre[None].expand(n, -1), range(n), layer)           # the same q at positions 0..n-1
 same_pts = torch.stack([placed[:, i_dim], placed[:, j_dim]], dim=-1)             # [n, 2]
 axis = [page.t("turn.axis_x", i=i_dim), page.t("turn.axis_y", j=j_dim), page.t("turn.position")]
 left, right = st.columns(2, gap="medium")
@@ -141,9 +181,9 @@ with control:
                          format_func=lambda i: position_label(labels, i), help=page.t("rel.kpos_help"))
 with note:
     st.caption(page.t("rel.controls_note", layer=layer, head=head, kv=head // cfg.group_size))
-q, k = R.query_and_key(run, layer, head, qpos, kpos, cfg.group_size)
-rel = R.relative_scores(lm, q, k, REL_DISTANCES, REL_POSITIONS)
-curve = R.score_by_distance(lm, q, k, CURVE_MAX)
+q, k = R.query_and_key(lm, run, layer, head, qpos, kpos)
+rel = R.relative_scores(lm, q, k, REL_DISTANCES, REL_POSITIONS, layer)
+curve = R.score_by_distance(lm, q, k, CURVE_MAX, layer)
 rot_q = run.cache[f"blocks.{layer}.attn.hook_rot_q"][0, qpos, head].float()
 rot_k = run.cache[f"blocks.{layer}.attn.hook_rot_k"][0, kpos, head // cfg.group_size].float()
 model_score = float(rot_q @ rot_k) / math.sqrt(cfg.d_head)
@@ -165,8 +205,10 @@ with right:
 st.subheader(page.t("where.title"), anchor=False)
 page.prose("where")
 diagram_labels = {key: page.t(f"where.node.{key}") for key in
-                  ("resid", "norm", "wq", "wk", "wv", "rope_q", "rope_k", "scores", "mix", "wo", "add")}
-rope_params = sum(p.numel() for p in lm.decoder.rope.parameters())
+                  ("resid", "norm", "wq", "wk", "wv", "qnorm", "knorm", "rope_q", "rope_k", "scores", "mix", "wo",
+                   "add")}
+ropes = list({id(lm.decoder.rope_for(i)): lm.decoder.rope_for(i) for i in range(cfg.n_layers)}.values())
+rope_params = sum(p.numel() for rope in ropes for p in rope.parameters())
 attn_params = sum(p.numel() for p in lm.decoder.blocks[0].attn.parameters())
 # The numbers in a row, then the diagram at a fixed width: Streamlit scales it to that width
 # (or the column's, when narrower), which keeps its text at about 16 px or more from 1024 px
@@ -174,18 +216,20 @@ attn_params = sum(p.numel() for p in lm.decoder.blocks[0].attn.parameters())
 cards = st.columns(3)
 cards[0].metric(page.t("where.params"), f"{rope_params:,}", help=page.t("where.params_help"))
 cards[1].metric(page.t("where.attn_params"), f"{attn_params:,}")
-cards[2].metric(page.t("where.buffer"), f"{lm.decoder.rope.inv_freq.numel():,}", help=page.t("where.buffer_help"))
-st.graphviz_chart(block_diagram(diagram_labels, theme.font_family().split(",")[0]), width=DIAGRAM_WIDTH)
+cards[2].metric(page.t("where.buffer"), f"{sum(rope.inv_freq.numel() for rope in ropes):,}",
+                help=page.t("where.buffer_help", half=half, bases=len(ropes)))
+st.graphviz_chart(block_diagram(diagram_labels, theme.font_family().split(",")[0], qk_norm=cfg.qk_norm),
+                  width=DIAGRAM_WIDTH)
 
 with st.expander(page.t("long.title"), icon=":material/menu_book:"):
     page.prose("long")
 
 # --- what to notice ------------------------------------------------------------------------------------------
-notes = [
-    page.t("notice.ladder", d=cfg.d_head, pairs=n_pairs, base=f"{cfg.rope_theta:,.0f}", fast=f"{float(periods[0]):.2f}",
-           slow=f"{float(periods[-1]):,.0f}", never=len(never), n=f"{cfg.max_position:,}"),
+notes = [page.t(f"notice.ladder_{b.kind}" if two_bases else "notice.ladder", d=cfg.d_head, **base_fields(b))
+         for b in bases]
+notes += [
     page.t("notice.turn", pair=pair, layer=layer, head=head, theta=f"{track.theta:.4g}",
-           err=f"{turn_error:.1e}", norm_err=f"{norm_error:.1e}"),
+           err=f"{turn_error:.1e}", norm_err=f"{norm_error:.1e}", kind=base_name(layer_base)),
     page.t("notice.relative_same" if distance == 0 else "notice.relative", q=md_tok(qpos), qpos=qpos, k=md_tok(kpos), kpos=kpos,
            score=num(model_score, ".3f"), dist=distance, spread=f"{float(rel.spread.max()):.1e}",
            far=f"{REL_POSITIONS[-1]:,}", d1=num(float(curve[1]), ".3f"), d0=num(float(curve[0]), ".3f"),

@@ -33,7 +33,7 @@ n_pos = len(tokens)
 labels = axis_labels(tokens)
 SINK_LAYERS = list(range(cfg.n_layers // 2, cfg.n_layers))      # second half: where the sink is measured
 NAMES = sorted(set(A.dla_names(lm)) | set(NO.residual_names(lm)) | set(LL.logit_lens_names(lm))
-               | set(NO.sink_names(lm, SINK_LAYERS)))
+               | set(NO.sink_names(lm, SINK_LAYERS)) | set(NO.sublayer_write_names(lm)))
 
 
 def part_label(kind: str, layer: int) -> str:
@@ -169,7 +169,7 @@ figure_area, controls = page.columns()
 with controls:
     head_layer = state.url_int("head_layer", page.t("heads.layer"), 0, L_LAST, strongest_attn,
                                help=page.t("heads.layer_help"))
-head_run = page.run(lm, tokens, names=A.head_dla_names(head_layer))
+head_run = page.run(lm, tokens, names=A.head_dla_names(lm, head_layer))
 heads = A.head_logit_attribution(lm, head_run, token_id, head_layer, pos, other_token=other_id)
 with figure_area:
     theme.plot(F.head_figure(page.t, heads.tolist(), head_layer, html_escape(what)), key="heads_chart", height=380)
@@ -182,7 +182,7 @@ st.subheader(page.t("norm_title"), anchor=False)
 page.prose("normalization")
 figure_area, controls = page.columns()
 with controls:
-    layer = state.url_int("layer", page.t("layer"), 0, L_LAST, 10, help=page.t("layer_help"))
+    layer = state.url_int("layer", page.t("layer"), 0, L_LAST, cfg.n_layers // 3, help=page.t("layer_help"))
 vector = run.cache["hook_embed"][0, pos] if layer == 0 else run.cache[f"blocks.{layer - 1}.hook_resid_post"][0, pos]
 cmp = NO.compare_norms(vector, lm.decoder.blocks[layer].ln1.eps)
 with figure_area:
@@ -198,9 +198,40 @@ st.markdown(page.t("ln.after_numbers", ln_mean=f"{cmp.ln_mean:+.3f}", ln_std=f"{
 
 st.markdown(f"#### {page.t('prepost_title')}")
 page.prose("prepost")
-for title_key, diagram in (("diag.pre_title", F.prenorm_diagram), ("diag.post_title", F.postnorm_diagram)):
+for title_key, diagram in (("diag.pre_title", F.prenorm_diagram), ("diag.post_title", F.postnorm_diagram),
+                           ("diag.sandwich_title", F.sandwich_diagram)):
     st.markdown(f"**{page.t(title_key)}**")
     st.graphviz_chart(diagram(page.t, font), width="stretch")
+
+# what each sub-layer computes and what it adds: the post-norms at work (Gemma), or nothing between (SmolLM2)
+writes = NO.sublayer_writes(lm, run, pos)
+theme.plot(F.post_norm_figure(page.t, writes.computed.tolist(), writes.written.tolist(), writes.post_norms,
+                              html_escape(page.t("post.title", token=label(texts[pos])))),
+           key="post_chart", height=440)
+
+
+def sublayer_label(i: int, j: int) -> str:
+    return part_label(("attn", "mlp")[j], i)
+
+
+def extreme(values: torch.Tensor, largest: bool) -> tuple[str, float]:
+    flat = int(values.argmax() if largest else values.argmin())
+    i, j = divmod(flat, 2)
+    return sublayer_label(i, j), float(values[i, j])
+
+
+(w_lo_at, w_lo), (w_hi_at, w_hi) = extreme(writes.written, False), extreme(writes.written, True)
+if writes.post_norms:
+    gain = writes.written / writes.computed.clamp_min(1e-12)                   # how much each post-norm scales up
+    g_i, g_j = divmod(int(gain.argmax()), 2)
+    (c_lo_at, c_lo), (c_hi_at, c_hi) = extreme(writes.computed, False), extreme(writes.computed, True)
+    post_line = page.t("post.notice", token=md_label(texts[pos]), part=sublayer_label(g_i, g_j),
+                       computed=f"{float(writes.computed[g_i, g_j]):,.1f}", written=f"{float(writes.written[g_i, g_j]):,.0f}",
+                       c_lo=f"{c_lo:,.1f}", c_hi=f"{c_hi:,.0f}", w_lo=f"{w_lo:,.0f}", w_hi=f"{w_hi:,.0f}")
+else:
+    post_line = page.t("post.notice_none", token=md_label(texts[pos]), lo=f"{w_lo:,.1f}", lo_part=w_lo_at,
+                       hi=f"{w_hi:,.0f}", hi_part=w_hi_at)
+st.caption(page.t("post.caption" if writes.post_norms else "post.caption_none"))
 
 st.markdown(f"#### {page.t('grad_title')}")
 page.prose("gradient")
@@ -255,6 +286,7 @@ notice.append(page.t("notice.dla", what=md_escape(what), parts=top_parts, total=
 best_head = int(heads.abs().argmax())
 notice.append(page.t("notice.head", layer=head_layer, head=best_head, v=num(heads[best_head], "+.2f"), n=len(heads),
                      attn=num(dla.attn[head_layer], "+.2f")))
+notice.append(post_line)
 notice.append(page.t("notice.grad" if grad_norms[1] >= grad_norms[-2] else "notice.grad_shrinks",
                      first=f"{grad_norms[1]:.2f}", last=f"{grad_norms[-2]:.2f}", n=cfg.n_layers, skip=skip_wins))
 page.notice(notice)
@@ -302,4 +334,5 @@ page.math(page.t("math_example", token=md_label(texts[pos]), what=md_escape(what
                  embed=num(dla.embed, "+.3f"), attn=num(dla.attn.sum(), "+.3f"), mlp=num(dla.mlp.sum(), "+.3f"),
                  total=f"{dla.total:.3f}", logit=f"{dla.logit:.3f}", mean=f"{cmp.mean:.3f}", rms=f"{cmp.rms:.3f}",
                  std=f"{cmp.std:.3f}", layer=layer, d=cfg.d_model))
-page.code(Block.forward, RMSNorm.forward, LL.decode_residual, A.direct_logit_attribution)
+page.code(Block.forward, RMSNorm.forward, LL.decode_residual, A.direct_logit_attribution, A.head_writes,
+          NO.sublayer_writes)

@@ -9,8 +9,9 @@ from lesson_model import sampling as S
 from lesson_model.analysis import sampling_demo as sd
 from ui import state, theme
 from ui import figures_sampling as F
-from ui.i18n import join_sentences, with_paren
+from ui.i18n import join_list, join_sentences, with_paren
 from ui.lesson import Lesson
+from ui.model import model_tag
 from ui.text import html_escape, num
 from ui.tokens import axis_labels, md_label, readable_texts
 
@@ -21,6 +22,10 @@ CURVE_SHOWN = 40       # ranks on the cumulative curve
 CURVE_TOKENS = 4       # real tokens followed across temperatures
 N_MAX = 10000          # draws in the sampling experiment
 TRY_TOP_P, TRY_TOP_K = 0.9, 40     # the settings the Try-this lines quote
+# What each Try-this line claims (checked on the model's run before its "why" is shown), per model:
+# the catalogs' try.<n> (and <tag>.try.<n>) make the same point in every language.
+TRY_POINTS = {1: "confident", 2: "open", 3: "space", 4: "spread", 5: "pieces"}
+TRY_POINTS_BY_MODEL = {"gemma": {**TRY_POINTS, 5: "whole"}}     # Gemma reads Chinese characters whole
 
 page = Lesson("sampling")
 page.header()
@@ -216,14 +221,17 @@ def try_line(n: int, prompt: str) -> str:
     fields = dict(best=md_label(cands[0]), p=pct(f.p), p_cold=pct(f.p_cold), p_hot=pct(f.p_hot),
                   t_cold=f"{f.t_cold:g}", t_hot=f"{f.t_hot:g}", h=num(f.entropy), top_p=f"{f.top_p:g}",
                   n_top_p=f"{f.n_top_p:,}", top_k=f.top_k, cut_top_k=pct(f.cut_top_k),
-                  n_pieces=len(pieces), n_top=len(f.top_ids), piece=md_label(pieces[0]) if pieces else "")
+                  n_pieces=len(pieces), n_top=len(f.top_ids), piece=md_label(pieces[0]) if pieces else "",
+                  examples=join_list([md_label(c) for c in cands[:3]]))
+    point = TRY_POINTS_BY_MODEL.get(model_tag(), TRY_POINTS).get(n)
     holds = {
-        1: f.p >= 0.5 and f.p_hot < f.p / 2,                         # confident, yet temperature matters
-        2: f.p < 0.2 and f.n_top_p >= 100,                           # an open question
-        3: cands[0] == " " and f.p > 0.5,                            # the likeliest next token is a lone space
-        4: f.entropy >= 4 and f.cut_top_k >= 0.1,                    # many plausible continuations
-        5: len(pieces) >= len(f.top_ids) // 3,                       # byte pieces among the candidates
-    }.get(n, False)
+        "confident": f.p >= 0.5 and f.p_hot < f.p / 2,               # confident, yet temperature matters
+        "open": f.p < 0.2 and f.n_top_p >= 100,                      # an open question
+        "space": cands[0] == " " and f.p > 0.5,                      # the likeliest next token is a lone space
+        "spread": f.entropy >= 4 and f.cut_top_k >= 0.1,             # many plausible continuations
+        "pieces": len(pieces) >= len(f.top_ids) // 3,                # byte pieces among the candidates
+        "whole": not pieces,                                         # whole characters, no byte piece
+    }.get(point, False)
     if not holds:
         return page.t("try.plain", **fields)
     return join_sentences([page.t(f"try.{n}.why"), page.t(f"try.{n}.numbers", **fields)])

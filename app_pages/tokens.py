@@ -1,6 +1,8 @@
 """Lesson 1: tokens. Text -> integer ids: the prompt as chips, what tokens cost in English
-and Chinese, why letters are hard to count, special tokens and the chat template, and
-facts about the vocabulary read from the tokenizer itself."""
+and Chinese, why letters are hard to count, special tokens and the chat template (or, for a
+base model such as Gemma 3 270M, the lack of one), and facts about the vocabulary read from
+the tokenizer itself. Byte-level BPE (SmolLM2) and SentencePiece-style BPE (Gemma) each get
+the sentences that are true of them, chosen from the tokenizer's facts, not the model's name."""
 
 import pandas as pd
 import streamlit as st
@@ -35,6 +37,8 @@ counts = T.text_counts(lm, text)
 facts = T.vocabulary_facts(lm, n_longest=8)
 groups = T.character_groups(tokens, text)
 split = [g for g in groups if g.split]
+sentencepiece = not lm.tokenizer.byte_level        # characters, ▁ for a space, <0xE5> byte fallback
+bos = lm.token_text(lm.tokenizer.bos_id) if lm.tokenizer.bos_id is not None else None
 
 # --- 1. the prompt as tokens -----------------------------------------------------------------
 st.subheader(page.t("chips.title"), anchor=False)
@@ -43,7 +47,8 @@ with controls:
     show_ids = state.url_bool("ids", page.t("chips.show_ids"), False, help=page.t("chips.show_ids_help"))
     st.metric(page.t("count.chars"), f"{counts.chars:,}")
     st.metric(page.t("count.bytes"), f"{counts.utf8_bytes:,}", help=page.t("count.bytes_help"))
-    st.metric(page.t("count.tokens"), f"{counts.tokens:,}")
+    st.metric(page.t("count.tokens"), f"{counts.tokens:,}",
+              help=page.t("count.tokens_added", bos=bos, n=counts.tokens + counts.added) if counts.added else None)
     st.metric(page.t("count.cpt"), f"{counts.chars_per_token:.2f}", help=page.t("count.cpt_help"))
 with figure:
     dropped = lm.tokenizer.dropped_bytes(text)
@@ -59,6 +64,8 @@ with figure:
     with st.container(border=True, key="token_chips"):
         st.markdown(chips_markdown(tokens, show_ids=show_ids))
     st.caption(page.t("chips.legend"))
+    if counts.added and bos:
+        st.caption(page.t("chips.bos", bos=code_span(bos), id=lm.tokenizer.bos_id))
     if split:
         st.markdown(page.t("chips.split_intro", n=len(split)))
         st.markdown("\n".join("- " + line for line in
@@ -66,8 +73,14 @@ with figure:
                                           lambda **f: page.t("chips.split_line_dropped", **f))))
     theme.plot(id_figure(tokens[:64], page.t("ids.title"), page.t("ids.x"), page.t("ids.y"), lm.cfg.vocab_size,
                          page.t("ids.hover")), key="token_ids", height=360, title_width=44)
-    st.caption(page.t("ids.caption", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
-                      first=f"{facts.merged_range.first:,}" if facts.merged_range else "—"))
+    if facts.rank_is_id_offset:      # byte-level BPE: id first + n is merge rule n
+        st.caption(page.t("ids.caption", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
+                          first=f"{facts.merged_range.first:,}"))
+    else:                            # SentencePiece style: blocks of bytes, merged pieces, characters
+        st.caption(page.t("ids.caption_sp", bytes=id_range(facts.byte_range), merged=id_range(facts.merged_block),
+                          chars=id_range(facts.char_range), bos=code_span(bos or "—"),
+                          bos_id=lm.tokenizer.bos_id if bos else "—")
+                   + (" " + page.t("ids.caption_sp_order") if facts.merges_follow_ids else ""))
 
 with st.expander(page.t("table.title"), icon=":material/table:"):
     char_of = {id(tok): g.text for g in groups for tok in g.tokens}
@@ -115,7 +128,7 @@ with controls:
 variants = [("start", word), ("space", " " + word), ("capital", word[:1].upper() + word[1:])]
 with figure:
     for kind, form in variants:
-        pieces = lm.tokenize(form)
+        pieces = [tok for tok in lm.tokenize(form) if not tok.added]     # the word's own pieces, not <bos>
         found = T.letter_counts(pieces, letter)
         st.markdown(page.t(f"letters.{kind}", form=md_label(form, 40), n=len(pieces),
                            ids=i18n.join_list(str(tok.id) for tok in pieces)))
@@ -125,25 +138,36 @@ true_count = word.lower().count(letter.lower())
 # --- 4. special tokens and the chat template ----------------------------------------------------
 st.subheader(page.t("chat.title"), anchor=False)
 page.prose("chat")
-rendered, chat_toks = T.chat_tokens(lm, text)
-left, right = st.columns(2, gap="medium")
-with left:
-    st.caption(page.t("chat.rendered"))
-    st.code(rendered, language=None, wrap_lines=True)
-with right:
-    st.caption(page.t("chat.as_tokens"))
-    with st.container(border=True, key="chat_chips"):
-        st.markdown(chips_markdown(chat_toks[:CAP], show_ids=show_ids))
-specials = [tok for tok in chat_toks if tok.special]
-typed = T.typed_special_tokens(lm, text)          # special tokens the learner's own text produced
+templated = T.has_chat_template(lm)
 eos = sorted(lm.eos_token_ids)
+if templated:
+    rendered, chat_toks = T.chat_tokens(lm, text)
+    left, right = st.columns(2, gap="medium")
+    with left:
+        st.caption(page.t("chat.rendered"))
+        st.code(rendered, language=None, wrap_lines=True)
+    with right:
+        st.caption(page.t("chat.as_tokens"))
+        with st.container(border=True, key="chat_chips"):
+            st.markdown(chips_markdown(chat_toks[:CAP], show_ids=show_ids))
+else:   # a base model: no template; the text goes in as it is, after the tokenizer's <bos>
+    chat_toks = list(tokens)
+    named = [(i, piece) for i, piece in facts.special if not piece.startswith("<unused")]   # the ones with a role
+    st.info(page.t("chat.no_template", model=lm.name,
+                   bos=code_span(bos or "—"), bos_id=lm.tokenizer.bos_id if bos else "—",
+                   eos=i18n.join_list(code_span(lm.token_text(i)) for i in eos) or "—",
+                   markers=i18n.join_list(i18n.with_paren(code_span(piece), i) for i, piece in named) or "—",
+                   n=f"{len(facts.special):,}", unused=f"{len(facts.special) - len(named):,}"),
+            icon=":material/chat_bubble_outline:")
+specials = [tok for tok in chat_toks if tok.special and not tok.added]
+typed = T.typed_special_tokens(lm, text)          # special tokens the learner's own text produced
 
 # Special tokens from ordinary text: what the tokenizer does with typed markers.
 st.markdown(page.t("chat.inject_title"))
 inject = url_text("inject", page.t("chat.inject_label"), page.t("chat.inject_default"), max_chars=INJECT_MAX,
                   help=page.t("chat.inject_help"))
 inject_toks = lm.tokenize(inject) if inject else []
-inject_specials = [tok for tok in inject_toks if tok.special]
+inject_specials = [tok for tok in inject_toks if tok.special and not tok.added]   # not the tokenizer's own <bos>
 left, right = st.columns(2, gap="medium")
 with left:
     st.caption(page.t("chat.inject_default_reading"))
@@ -159,19 +183,33 @@ if inject_specials:
                        tokens=i18n.join_list(i18n.with_paren(code_span(tok.text), tok.id) for tok in inject_specials),
                        m=len(literal)))
 else:
-    st.markdown(page.t("chat.inject_none", example=code_span(lm.token_text(eos[0]) if eos else "<|im_end|>")))
+    example = next((tok.text for tok in T.typed_special_tokens(lm, page.t("chat.inject_default"))), None)
+    st.markdown(page.t("chat.inject_none", example=code_span(example or (lm.token_text(eos[0]) if eos else "—"))))
 
 # --- 5. the vocabulary ---------------------------------------------------------------------------
 st.subheader(page.t("vocab.title"), anchor=False)
-cols = st.columns(4)
+cols = st.columns(5 if facts.n_chars else 4)
 cols[0].metric(page.t("vocab.size"), f"{facts.size:,}")
 cols[1].metric(page.t("vocab.special"), f"{len(facts.special):,}")
-cols[2].metric(page.t("vocab.bytes"), f"{facts.n_single_bytes:,}", help=page.t("vocab.bytes_help"))
-cols[3].metric(page.t("vocab.merges"), f"{facts.n_merges:,}", help=page.t("vocab.merges_help"))
+if sentencepiece:
+    cols[2].metric(page.t("vocab.bytes"), f"{facts.n_single_bytes:,}", help=page.t("vocab.bytes_help_sp"))
+else:
+    cols[2].metric(page.t("vocab.bytes"), f"{facts.n_single_bytes:,}", help=page.t("vocab.bytes_help"))
+if facts.n_chars:
+    cols[3].metric(page.t("vocab.chars"), f"{facts.n_chars:,}", help=page.t("vocab.chars_help"))
+if facts.rank_is_id_offset:
+    cols[-1].metric(page.t("vocab.merges"), f"{facts.n_merges:,}", help=page.t("vocab.merges_help"))
+else:
+    cols[-1].metric(page.t("vocab.merges"), f"{facts.n_merges:,}",
+                    help=page.t("vocab.merges_help_sp", merged=f"{facts.n_merged:,}"))
 
-
-st.markdown(page.t("vocab.ranges", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
-                   merged=id_range(facts.merged_range)))
+if facts.rank_is_id_offset:
+    st.markdown(page.t("vocab.ranges", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
+                       merged=id_range(facts.merged_range)))
+else:
+    st.markdown(page.t("vocab.ranges_sp", special=f"{len(facts.special):,}", added=f"{facts.n_added:,}",
+                       bytes=f"{facts.n_single_bytes:,}", chars=f"{facts.n_chars:,}", merged=f"{facts.n_merged:,}",
+                       size=f"{facts.size:,}"))
 if facts.missing_bytes:
     st.caption(page.t("vocab.missing", n=len(facts.missing_bytes),
                       bytes=", ".join(f"{b:02X}" for b in facts.missing_bytes)))
@@ -187,10 +225,9 @@ tab_words.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest_words]
 tab_longest.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest],
                                     col_piece: [label(s, 40) for _, s, _ in facts.longest],
                                     col_bytes: [n for _, _, n in facts.longest]}), hide_index=True, width="stretch")
-first_id = facts.merged_range.first if facts.merged_range else 0
 tab_merges.dataframe(pd.DataFrame({page.t("vocab.col_rank"): range(len(facts.first_merges)),
                                    page.t("vocab.col_pair"): [f"{label(a)} + {label(b)}" for a, b in facts.first_merges],
-                                   col_id: [first_id + r for r in range(len(facts.first_merges))]}),
+                                   col_id: list(facts.first_merge_ids)}),
                      hide_index=True, width="stretch")
 tab_special.dataframe(pd.DataFrame({col_id: [i for i, _ in facts.special], col_piece: [s for _, s in facts.special]}),
                       hide_index=True, width="stretch")
@@ -206,32 +243,49 @@ if split:
                             dropped=" ".join(f"{b:02X}" for b in g.dropped)))
     else:
         notes.append(page.t("notice.split", n=len(split), char=code_span(label(g.text, 8)), pieces=pieces))
+elif sentencepiece:
+    notes.append(page.t("notice.no_split_sp"))
 else:
     notes.append(page.t("notice.no_split"))
-ordinary = [tok for tok in tokens if not tok.special]
+ordinary = [tok for tok in tokens if not tok.special and not tok.added]
 if ordinary:
     longest = max(ordinary, key=lambda tok: (len(tok.bytes), -tok.id))
     notes.append(page.t("notice.longest", token=md_label(longest, 30), n=len(longest.bytes)))
 # Only merged pieces have a learning order (single bytes are the starting alphabet).
-merged = [tok for tok in ordinary if facts.merged_range and tok.id >= facts.merged_range.first]
-if len({tok.id for tok in merged}) > 1:
+merged = [tok for tok in ordinary if T.piece_kind(lm, tok.id) == "merged"]
+if len({tok.id for tok in merged}) > 1 and not facts.rank_is_id_offset and facts.merges_follow_ids:
+    low, high = min(merged, key=lambda tok: tok.id), max(merged, key=lambda tok: tok.id)
+    notes.append(page.t("notice.ids_sp", low=md_label(low), low_id=f"{low.id:,}", high=md_label(high),
+                        high_id=f"{high.id:,}"))
+elif len({tok.id for tok in merged}) > 1 and facts.rank_is_id_offset:
     low, high = min(merged, key=lambda tok: tok.id), max(merged, key=lambda tok: tok.id)
     first = facts.merged_range.first
     low_rank = low.id - first
     notes.append(page.t("notice.ids_common" if low_rank < COMMON_RULES else "notice.ids", low=md_label(low),
                         low_id=f"{low.id:,}", high=md_label(high), high_id=f"{high.id:,}", low_rank=f"{low_rank:,}",
                         high_rank=f"{high.id - first:,}", merges=f"{facts.n_merges:,}", limit=f"{COMMON_RULES:,}"))
+chars = list(dict.fromkeys(tok.id for tok in ordinary if T.piece_kind(lm, tok.id) == "char"))
+if chars and facts.char_range:
+    notes.append(page.t("notice.chars_sp", n=sum(T.piece_kind(lm, tok.id) == "char" for tok in ordinary),
+                        total=len(ordinary), first=f"{facts.char_range.first:,}",
+                        examples=i18n.join_list(i18n.with_paren(md_label(lm.token_text(i)), f"{i:,}") for i in chars[:4])))
 digits = [tok for tok in tokens if tok.text.strip().isdigit()]
 if digits:
     notes.append(page.t("notice.digits", n=len(digits)))
 en_total = sum(cs[0].tokens for cs in parallel)
 hant_total, hans_total = sum(cs[1].tokens for cs in parallel), sum(cs[2].tokens for cs in parallel)
+zh_chars = sum(len(row[1]) for row in PARALLEL), sum(len(row[2]) for row in PARALLEL)
 notes.append(page.t("notice.cost", en=en_total, hant=hant_total, hans=hans_total, n=len(PARALLEL),
-                    ratio_hant=f"{hant_total / en_total:.1f}", ratio_hans=f"{hans_total / en_total:.1f}"))
+                    ratio_hant=f"{hant_total / en_total:.1f}", ratio_hans=f"{hans_total / en_total:.1f}",
+                    cpt_hant=f"{zh_chars[0] / hant_total:.2f}", cpt_hans=f"{zh_chars[1] / hans_total:.2f}"))
 notes.append(page.t("notice.letters", word=md_label(word, 30), letter=code_span(letter), count=true_count,
-                    pieces=" ".join(md_label(tok, 30) for tok in lm.tokenize(" " + word))))
-notes.append(page.t("notice.chat", n=f"{counts.tokens:,}", m=f"{len(chat_toks):,}", added=len(specials) - len(typed),
-                    eos=i18n.join_list(code_span(lm.token_text(i)) for i in eos) or "—"))
+                    pieces=" ".join(md_label(tok, 30) for tok in lm.tokenize(" " + word) if not tok.added)))
+if templated:
+    notes.append(page.t("notice.chat", n=f"{counts.tokens:,}", m=f"{len(chat_toks):,}", added=len(specials) - len(typed),
+                        eos=i18n.join_list(code_span(lm.token_text(i)) for i in eos) or "—"))
+else:
+    notes.append(page.t("notice.no_chat", n=f"{counts.tokens:,}", m=f"{counts.tokens + counts.added:,}",
+                        bos=code_span(bos or "—"), eos=i18n.join_list(code_span(lm.token_text(i)) for i in eos) or "—"))
 if typed:
     notes.append(page.t("notice.chat_typed", n=len(typed),
                         tokens=i18n.join_list(i18n.with_paren(code_span(tok.text), tok.id) for tok in typed[:6])))
@@ -241,13 +295,24 @@ page.try_this()
 # --- the math: BPE, one merge at a time, on the chosen word ------------------------------------
 steps = T.bpe_merge_steps(lm, " " + word)
 example = ""
-if len(steps) > 1:
+if len(steps) > 1 and not sentencepiece:
     rows = [page.t("math_row", step=n, pieces=" · ".join(code_span(label(p)) for p in s.pieces),
                    pair=code_span(label(s.merged[0]) + "+" + label(s.merged[1])), rank=f"{s.rank:,}")
             for n, s in enumerate(steps) if s.merged]
     example = page.t("math_example", word=md_label(" " + word, 30), n_bytes=len((" " + word).encode("utf-8")),
                      start=" · ".join(code_span(label(p)) for p in steps[0].pieces[:40])) + "\n\n" + "\n".join(rows)
-example += "\n\n" + page.t("math_vocab", special=len(facts.special), bytes=facts.n_single_bytes,
-                           merges=f"{facts.n_merges:,}", size=f"{facts.size:,}")
+elif len(steps) > 1:
+    rows = [page.t("math_row_sp", step=n, pieces=" · ".join(code_span(label(p)) for p in s.pieces),
+                   pair=code_span(label(s.merged[0]) + "+" + label(s.merged[1])), id=f"{s.piece_id:,}")
+            for n, s in enumerate(steps) if s.merged]
+    example = page.t("math_example_sp", word=md_label(" " + word, 30), n_chars=len(steps[0].pieces),
+                     start=" · ".join(code_span(label(p)) for p in steps[0].pieces[:40])) + "\n\n" + "\n".join(rows)
+if facts.rank_is_id_offset:
+    example += "\n\n" + page.t("math_vocab", special=len(facts.special), bytes=facts.n_single_bytes,
+                               merges=f"{facts.n_merges:,}", size=f"{facts.size:,}")
+else:
+    example += "\n\n" + page.t("vocab.ranges_sp", special=f"{len(facts.special):,}", added=f"{facts.n_added:,}",
+                               bytes=f"{facts.n_single_bytes:,}", chars=f"{facts.n_chars:,}",
+                               merged=f"{facts.n_merged:,}", size=f"{facts.size:,}")
 page.math(example)
 page.code(T.bpe_merge_steps, TokenizerView.token_bytes, bytes_as_text, T.character_groups, T.literal_tokens)

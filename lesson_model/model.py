@@ -132,11 +132,13 @@ class LessonModel:
     def hook_names(self) -> list[str]:
         return list(self._hook_names)
 
-    def run(self, x, names=None, hooks: dict | None = None) -> Run:
+    def run(self, x, names=None, hooks: dict | None = None, last_only: bool = False) -> Run:
         """One forward pass with per-call captures and interventions.
 
         names=None captures every hook point; a list captures just those ([] captures none).
         hooks={name: fn} calls fn(tensor) at that point; a returned tensor replaces it.
+        last_only=True: logits (and the final norm's hooks) for the last position only, [batch, 1, vocab]
+        (with a 262,144-entry vocabulary the unembedding of every position is most of the work).
         Nothing is stored on the model, so concurrent calls never see each other's hooks.
         """
         if isinstance(names, str):
@@ -156,7 +158,7 @@ class LessonModel:
         z_for_deferred = {n.replace(".hook_result", ".hook_z") for n in deferred}
         context = Hooks(names=(wanted - deferred) | z_for_deferred, fns=hooks)
         with torch.inference_mode():
-            logits = self.decoder(ids, context)
+            logits = self.decoder(ids, context, last_only=last_only)
 
         to_cpu = (lambda t: t.cpu()) if self.device.type != "cpu" else (lambda t: t)
         tensors = {k: to_cpu(v) for k, v in context.cache.items() if k in wanted}
@@ -187,6 +189,8 @@ class LessonModel:
                 counts["embedding"] += p.numel()
             elif name == "W_U_untied":
                 counts["unembedding"] += p.numel()
+            elif name.endswith("norm.weight"):   # ln1/ln2 (+ post-norms), QK-norm, final norm
+                counts["norms"] += p.numel()
             elif ".attn." in name:
                 counts["attention"] += p.numel()
             elif ".mlp." in name:

@@ -1,9 +1,14 @@
 """Tokens as the learner should see them: id, the raw bytes they stand for, a display form
 and the span of characters of the input they came from.
 
-Byte-level BPE (GPT-2 style, as SmolLM2 uses) writes each byte as a printable stand-in
-character ("Ġ" is the byte 0x20, a space). We undo that to get the real bytes, so a
-Chinese character split across two tokens shows up as two byte pieces such as <E5 A4>.
+Two vocabulary styles are read:
+- Byte-level BPE (GPT-2 style, as SmolLM2 uses) writes each byte as a printable stand-in
+  character ("Ġ" is the byte 0x20, a space). We undo that to get the real bytes, so a
+  Chinese character split across two tokens shows up as two byte pieces such as <E5 A4>.
+- SentencePiece style (as Gemma uses) keeps characters as they are, writes a space as "▁"
+  and spells a character missing from its vocabulary as byte-fallback pieces "<0xE5>". Its
+  normalizer turns every space into "▁" before anything else, so a "▁" typed in the text
+  reaches the model as a space: the tokens of " " and of "▁" are the same.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ class Token:
     start: int        # character span in the input text: text[start:end] contains this token
     end: int
     special: bool = False
+    added: bool = False   # put there by the tokenizer (the <bos> before the text), not read from the text
 
     @property
     def is_partial(self) -> bool:
@@ -55,6 +61,12 @@ def _decodes_cleanly(data: bytes) -> str | None:
         return None
 
 
+def is_byte_piece(piece: str) -> bool:
+    """A SentencePiece byte-fallback entry: "<0xE5>" stands for the single byte E5."""
+    return len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">") and \
+        all(c in "0123456789ABCDEFabcdef" for c in piece[3:5])
+
+
 def bytes_as_text(data: bytes) -> str:
     """Display form of a token's bytes: the text when they are whole characters, else <E5 A4>."""
     text = _decodes_cleanly(data)
@@ -81,6 +93,8 @@ class TokenizerView:
         self.special_ids = {i for i, t in added.items() if t.special}
         self.added_ids = set(added)      # added tokens are stored as their literal text, not byte-level pieces
         self.byte_level = "ByteLevel" in repr(tokenizer.decoder)
+        # SentencePiece style: "▁" stands for a space (the normalizer writes every space so).
+        self.space_symbol = None if self.byte_level else "▁"
         # Bytes with no vocabulary entry: the tokenizer silently drops them (SmolLM2 lacks 21,
         # among them the control characters 0x04, 0x06, 0x13, 0x14, 0x16 and 0x1D).
         self.missing_bytes = frozenset(b for c, b in byte_decoder().items()
@@ -96,9 +110,25 @@ class TokenizerView:
             table = byte_decoder()
             return bytes(table[c] for c in piece if c in table)
         # SentencePiece style: "▁" is a space and <0xE5> is a raw byte.
-        if len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">"):
+        if is_byte_piece(piece):
             return bytes([int(piece[3:5], 16)])
         return piece.replace("▁", " ").encode("utf-8")
+
+    def is_byte_piece(self, token_id: int) -> bool:
+        """True for an entry that is one raw byte: a byte-fallback piece such as <0xE5>
+        (SentencePiece style), or any one-byte entry of a byte-level vocabulary."""
+        if token_id in self.added_ids:
+            return False
+        if self.byte_level:
+            return len(self.token_bytes(token_id)) == 1
+        return is_byte_piece(self.tokenizer.id_to_token(token_id) or "")
+
+    def leading_bos(self, ids: list[int], text: str | None = None) -> bool:
+        """True when ids[0] is the <bos> the tokenizer put before the text (see `encode`), not
+        one the text itself wrote as the literal "<bos>" (which also becomes the special id)."""
+        if self.bos_id is None or not ids or ids[0] != self.bos_id:
+            return False
+        return text is None or ids.count(self.bos_id) > text.count(self.bos_token)
 
     def encode(self, text: str) -> list[int]:
         ids = self.tokenizer.encode(text, add_special_tokens=False).ids
@@ -107,14 +137,23 @@ class TokenizerView:
     def tokens(self, ids: list[int], text: str | None = None) -> list[Token]:
         """Tokens for ids; with the source text, spans are character offsets into it.
 
-        A token whose bytes are not next in the text (a BOS the tokenizer added) gets an
-        empty span. Bytes the vocabulary cannot represent (see `dropped`) are skipped.
+        The <bos> the tokenizer puts first is marked ``added`` and gets an empty span, as
+        does any token whose bytes are not next in the text. Bytes the vocabulary cannot
+        represent (see `dropped`) are skipped. A SentencePiece-style vocabulary reads a typed
+        "▁" as a space: that token's bytes are the space, its span the "▁".
         """
-        raw = text.encode("utf-8") if text is not None else b""
-        char_of_byte = _char_index_of_bytes(text or "")
+        source = text or ""
+        if self.space_symbol and text is not None:   # what the tokenizer read: the same characters, ▁ as a space
+            source = text.replace(self.space_symbol, " ")
+        raw = source.encode("utf-8") if text is not None else b""
+        char_of_byte = _char_index_of_bytes(source)
         out, byte_pos = [], 0
-        for token_id in ids:
+        skip_first = self.leading_bos(list(ids), text)
+        for n, token_id in enumerate(ids):
             data = self.token_bytes(token_id)
+            if n == 0 and skip_first:
+                out.append(Token(token_id, data, bytes_as_text(data), 0, 0, token_id in self.special_ids, added=True))
+                continue
             while byte_pos < len(raw) and raw[byte_pos] in self.missing_bytes and token_id not in self.added_ids:
                 byte_pos += 1
             if data and raw[byte_pos:byte_pos + len(data)] == data:

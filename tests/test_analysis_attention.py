@@ -146,3 +146,50 @@ def test_heads_tied_for_most(lm, run):
 def test_entropy_is_never_negative_zero():
     e = A.entropy_bits(torch.tensor([1.0, 0.0, 0.0]))
     assert e == 0.0 and math.copysign(1.0, e) == 1.0
+
+
+# --------------------------------------------------------------------------- Gemma 3: MQA, QK-norm, window
+
+def test_gemma_steps_use_the_normed_rotated_q_and_k(gemma):
+    """On Gemma the scores come from q and k after QK-norm and RoPE: attention_steps reads
+    hook_rot_q/hook_rot_k, divides by sqrt(256) = 16, and matches hook_attn_scores and the pattern."""
+    prompt = "貓坐在墊子上，因為它累了。"
+    layer = 5
+    run = gemma.run(prompt, names=A.attention_step_names(layer) + [f"blocks.{layer}.attn.hook_attn_scores"])
+    n = run.ids.shape[1]
+    for head in range(gemma.cfg.n_heads):
+        s = A.attention_steps(gemma, run, layer, head, n - 1)
+        assert s.kv_head == 0 and s.scale == 16.0 and s.q.shape == (256,)      # MQA: one K/V head
+        scores = run.cache[f"blocks.{layer}.attn.hook_attn_scores"][0, head, n - 1]
+        torch.testing.assert_close(s.scaled, scores, atol=1e-4, rtol=1e-5)
+        assert s.max_weight_error < 1e-5 and s.max_z_error < 1e-4
+        w = A.unscaled_what_if(s)
+        torch.testing.assert_close(w.weights_unscaled, (scores * 16).softmax(-1), atol=1e-5, rtol=1e-4)
+
+
+def test_window_pairs_and_cost(gemma, lm):
+    cfg = gemma.cfg
+    assert A.causal_pairs(600, 512) == 512 * 513 // 2 + 88 * 512
+    assert A.causal_pairs(100, 512) == A.causal_pairs(100)
+    assert A.block_cost(cfg, 1000, 4).attention == A.attention_macs_per_pair(cfg) * A.causal_pairs(1000, 512)
+    assert A.block_cost(cfg, 1000, 5).attention == A.attention_macs_per_pair(cfg) * A.causal_pairs(1000)
+    assert A.sliding_attention_per_token(cfg) == 2 * 4 * 256 * 512 < A.linear_macs_per_token(cfg)
+    assert A.sliding_attention_per_token(lm.cfg) is None and A.window_layers(lm.cfg) is None
+    assert A.window_layers(cfg) == (4, 5)
+    assert A.repeat_to_length([2, 7, 8, 9], 8, 1) == [2, 7, 8, 9, 7, 8, 9, 7]
+
+
+def test_window_demo_on_a_long_prompt(gemma):
+    """The sliding layer's pattern is exactly 0 where allowed() hides keys (512+ back) and the
+    global layer's is not; the truncated run equals the full model's patterns."""
+    ids = A.repeat_to_length(gemma.encode("貓坐在墊子上，因為它累了。"), 640, 1)
+    demo = A.window_demo(gemma, ids)
+    s, g = demo.layers
+    assert demo.n == 640 and demo.window == 512
+    assert demo.outside_zero[s] and demo.outside_count[s] == (640 - 512) * (640 - 512 + 1) // 2
+    assert demo.outside_count[g] == 0
+    assert float(demo.beyond(s).max()) == 0.0
+    assert float(demo.beyond(g).min()) > 0.01
+    full = gemma.run(ids, names=[f"blocks.{g}.attn.hook_pattern"])
+    torch.testing.assert_close(demo.last_row[g], full.cache[f"blocks.{g}.attn.hook_pattern"][0, :, -1],
+                               atol=1e-5, rtol=1e-4)

@@ -185,3 +185,30 @@ def test_works_on_a_tiny_model(tiny):
     assert float(E.cosine_to_all(lm, lm.decoder.W_E.detach()[5])[0]) == 0.0  # a zero row has cosine 0, not NaN
     cos[5] = -2
     assert [n.id for n in got] == cos.topk(3).indices.tolist()
+
+
+@pytest.mark.slow
+def test_gemma_hook_embed_is_the_rows_times_sqrt_d(gemma):
+    """The embeddings page says the first block reads each row × √d_model on Gemma (√640 ≈ 25.30)."""
+    import math
+    assert gemma.cfg.embed_scale and f"{math.sqrt(gemma.cfg.d_model):.2f}" == "25.30"
+    run = gemma.run("我吃魚，魚吃我。", names=E.embedding_hook_names())
+    rows = gemma.decoder.W_E.detach()[run.ids[0]]
+    torch.testing.assert_close(E.prompt_rows(run), rows * math.sqrt(gemma.cfg.d_model))
+    # the unembedding is the same table, unscaled (tied)
+    assert gemma.decoder.W_U.data_ptr() == gemma.decoder.W_E.data_ptr()
+    # a common factor changes no cosine: neighbours of the scaled row are the row's neighbours
+    token = gemma.encode(" king")[1]
+    scaled = E.nearest_neighbours(gemma, gemma.decoder.W_E.detach()[token] * 25.3, k=5, exclude=[token])
+    assert [n.id for n in scaled] == [n.id for n in E.nearest_neighbours(gemma, token, k=5)]
+
+
+@pytest.mark.slow
+def test_gemma_order_and_neighbours(gemma):
+    for a, b in (("我吃魚。", "魚吃我。"), ("我吃鱼。", "鱼吃我。"), ("狗咬人。", "人咬狗。"),
+                 ("The dog bites the man.", "The man bites the dog.")):
+        m = E.same_rows(gemma, a, b)
+        assert m.same_multiset and m.tokens_a != m.tokens_b and m.tokens_a[0] == gemma.tokenizer.bos_id
+    assert E.nearest_neighbours(gemma, "貓", k=1)[0].text == "猫"
+    assert E.nearest_neighbours(gemma, "魚", k=1)[0].text == "鱼"
+    assert E.analogy(gemma, " king", " man", " woman", expected=" queen").expected_rank == 1

@@ -7,7 +7,7 @@ import torch
 
 from lesson_model.analysis import generation_demo as gd
 from lesson_model.decoder import Hooks, KVCache
-from tests._fixtures_model import tiny  # noqa: F401
+from tests._fixtures_model import tiny, tiny_gemma  # noqa: F401
 from tests.test_generation import with_eos
 
 PROMPT = "the cat sat on"
@@ -68,3 +68,50 @@ def test_smollm2_cache_on_off_same_tokens(lm):
     comp = gd.compare_kv_cache(lm, "The capital of France is", 8, temperature=0)
     assert comp.identical
     assert comp.with_cache[-1].kv_bytes == gd.kv_bytes(lm.cfg, comp.with_cache[-1].kv_positions)
+
+
+def test_windowed_cache_and_work(tiny, tiny_gemma):
+    _, lm = tiny
+    assert not lm.cfg.sliding_layers
+    for n in (1, 7, 600):                        # no windows: the windowed cache is the whole cache
+        assert gd.kv_bytes_windowed(lm.cfg, n) == gd.kv_bytes(lm.cfg, n)
+    _, g = tiny_gemma
+    cfg = g.cfg                                  # 3 layers: sliding, sliding, global; window 5
+    w = cfg.sliding_window
+    assert [cfg.window(L) for L in range(cfg.n_layers)] == [w, w, None]
+    per = gd.kv_bytes_per_layer(cfg, 1)
+    assert gd.kv_bytes_windowed(cfg, 3) == gd.kv_bytes(cfg, 3)
+    assert gd.kv_bytes_windowed(cfg, 20) == (2 * w + 20) * per
+    # the real cache keeps every position in every layer (the window is applied when attention reads it)
+    ids = torch.tensor([g.encode(PROMPT * 3)])
+    cache = KVCache(cfg.n_layers)
+    with torch.inference_mode():
+        g.decoder(ids, Hooks(names=()), kv_cache=cache)
+    assert ids.shape[1] > w and sum(cache.nbytes(L) for L in range(cfg.n_layers)) == gd.kv_bytes(cfg, ids.shape[1])
+    # a query past the window reads w keys on a sliding layer, all of them on the global one
+    no_attention = gd.multiply_adds(cfg, start=0, n_new=1) - cfg.n_layers * 2 * cfg.n_heads * cfg.d_head
+    assert gd.multiply_adds(cfg, start=19, n_new=1) == no_attention + 2 * cfg.n_heads * cfg.d_head * (2 * w + 20)
+
+
+@pytest.mark.slow
+def test_gemma_numbers_by_hand(gemma):
+    cfg = gemma.cfg
+    # 1 KV head x 256 numbers x (K and V) x 4 bytes = 2,048 bytes per position per layer; 18 layers
+    assert gd.kv_bytes_per_layer(cfg, 1) == 2048
+    assert gd.kv_bytes(cfg, 100) == 18 * 100 * 2048
+    # 15 sliding layers need at most their window of 512 positions; the 3 global ones need them all
+    assert gd.kv_bytes_windowed(cfg, 100) == gd.kv_bytes(cfg, 100)
+    assert gd.kv_bytes_windowed(cfg, 2000) == (3 * 2000 + 15 * 512) * 2048
+    # attention work: past the window, a sliding layer's query reads only 512 keys
+    weights = 18 * (640 * 4 * 256 + 2 * 640 * 256 + 4 * 256 * 640 + 3 * 640 * 2048)
+    unembed = 640 * 262144
+    assert gd.multiply_adds(cfg, start=10, n_new=1) == weights + unembed + 18 * 2 * 4 * 256 * 11
+    assert gd.multiply_adds(cfg, start=600, n_new=1) == weights + unembed + 2 * 4 * 256 * (3 * 601 + 15 * 512)
+
+
+@pytest.mark.slow
+def test_gemma_cache_on_off_same_tokens(gemma):
+    comp = gd.compare_kv_cache(gemma, "貓坐在墊子上，因為它累了。貓", 6, temperature=0)
+    assert comp.identical
+    last = comp.with_cache[-1]
+    assert last.kv_bytes == gd.kv_bytes(gemma.cfg, last.kv_positions)     # the real cache, measured

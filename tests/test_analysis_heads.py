@@ -139,3 +139,27 @@ def test_depth_means():
     grid = torch.tensor([[0.2, 0.4]] * 3 + [[0.5, 0.5]] * 3 + [[0.9, float("nan")]] * 3)   # 9 layers
     early, late, third = H.depth_means(grid)
     assert third == 3 and early == pytest.approx(0.3) and late == pytest.approx(0.9)
+
+
+def test_slices_of_a_model_whose_heads_are_wider(gemma):
+    """Gemma 3 270M: d_model 640, 4 heads of 256 (1,024 numbers): the slice picture cuts the
+    input into 4 chunks of 160, one per head, and every chunk still feeds every head."""
+    cfg = gemma.cfg
+    assert cfg.n_heads * cfg.d_head != cfg.d_model
+    bounds = H.slice_bounds(cfg)
+    assert len(bounds) == cfg.n_heads and bounds[0] == (0, cfg.d_model // cfg.n_heads) and bounds[-1][1] == cfg.d_model
+    assert all(a[1] == b[0] for a, b in zip(bounds, bounds[1:]))               # the chunks tile the vector
+    share = H.query_weight_slices(gemma, 2)
+    assert share.shape == (cfg.n_heads, cfg.n_heads)
+    torch.testing.assert_close(share.sum(1), torch.ones(cfg.n_heads))
+    assert float(share.max()) < 2 / cfg.n_heads and float(share.min()) > 0.5 / cfg.n_heads
+    assert H.inputs_feeding_head(gemma, 2).tolist() == [cfg.d_model] * cfg.n_heads
+    W = gemma.decoder.blocks[2].attn.W_Q.detach()
+    start, end = bounds[1]
+    norms = torch.tensor([float(W[a:b, 0:cfg.d_head].norm()) for a, b in bounds])
+    assert float(share[0, 1]) == pytest.approx(float(norms[1] / norms.sum()), rel=1e-5)
+    assert (start, end) == (cfg.d_model // cfg.n_heads, 2 * cfg.d_model // cfg.n_heads)
+
+
+def test_slice_bounds_equal_d_head_when_it_fits(lm):
+    assert H.slice_bounds(lm.cfg) == [(h * lm.cfg.d_head, (h + 1) * lm.cfg.d_head) for h in range(lm.cfg.n_heads)]

@@ -138,3 +138,26 @@ def test_repeat_sites_on_text(lm):
     assert last.targets == [e + 1 for e in last.earlier]
     p = run.cache["blocks.17.attn.hook_pattern"][0, 3]
     assert float(last.grid[17, 3]) == pytest.approx(float(p[last.query, last.targets].sum()), abs=1e-6)
+
+
+def test_gemma_induction_experiment(gemma):
+    """Gemma 3 270M: 18 layers x 4 heads scored; random tokens avoid its 6,000+ special ids
+    (<unusedN>, ...); the best heads copy, and zeroing them hurts more than random heads."""
+    t = I.random_repeated_tokens(gemma, seq_len=12, n_seqs=3, seed=2)
+    assert not set(t.flatten().tolist()) & gemma.tokenizer.special_ids
+    e = I.induction_experiment(gemma, seq_len=SEQ, n_seqs=N, seed=1, n_examples=2, batch=3)
+    assert e.scores.shape == (gemma.cfg.n_layers, gemma.cfg.n_heads)
+    best = I.top_k_heads(e.scores, 3)
+    assert best[0][2] > 0.5
+    assert e.mean_loss_second < e.mean_loss_first - 1.0
+    assert 0 <= e.top1_first <= e.top1_second <= 1
+    ab = I.ablate(gemma, e.tokens, e.scores, 3, seed=1, n_random=2, baseline=e.mean_loss_second)
+    assert ab.top_loss > ab.baseline + 1.0 and ab.top_loss > max(ab.random_losses)
+    assert all(h not in ab.top_heads for s in ab.random_sets for h in s)
+
+
+def test_top1_by_hand(lm, exp):
+    run = lm.run(exp.tokens, names=[])
+    hit = (run.logits[:, :-1].argmax(-1) == exp.tokens[:, 1:]).float()
+    assert exp.top1_second == pytest.approx(float(hit[:, SEQ:].mean()), abs=1e-6)
+    assert exp.top1_first == pytest.approx(float(hit[:, :SEQ - 1].mean()), abs=1e-6)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from lesson_model.analysis import kv_memory as K
+from tests._fixtures_model import tiny_gemma  # noqa: F401  (fixture)
 
 
 def test_llama2_70b_by_hand():
@@ -67,3 +68,53 @@ def test_human_bytes():
     assert K.human_bytes(2048) == (2.0, "KiB")
     assert K.human_bytes(3 * 2**40) == (3.0, "TiB")
     assert K.human_bytes(5 * 2**50)[1] == "TiB"
+
+
+# --------------------------------------------------------------------------- sliding windows
+
+GEMMA_LIKE = K.KVShape("Gemma-like", n_layers=18, n_heads=4, n_kv_heads=1, d_head=256, window=512, n_window_layers=15)
+
+
+def test_window_aware_cache_by_hand():
+    g = GEMMA_LIKE
+    assert g.kind == "MQA" and g.n_global_layers == 3
+    assert K.kv_bytes_per_token(g, "fp16") == 2 * 18 * 1 * 256 * 2 == 18_432
+    assert K.kv_bytes_per_layer_position(g, "fp16") == 2 * 1 * 256 * 2 == 1024
+    # Inside the window nothing is saved; past it the 15 window layers stop at 512 positions.
+    assert K.kv_bytes_windowed(g, 300, "fp16") == K.kv_bytes(g, 300, "fp16") == 18_432 * 300
+    assert K.kv_bytes_windowed(g, 512, "fp16") == K.kv_bytes(g, 512, "fp16")
+    assert K.kv_bytes_windowed(g, 4096, "fp16") == 1024 * (3 * 4096 + 15 * 512) == 20_447_232    # 19.5 MiB
+    assert K.human_bytes(20_447_232) == (19.5, "MiB")
+    assert K.kv_bytes_windowed(g, 4096, "fp16", batch=2) == 2 * 20_447_232
+    assert K.positions_kept(g, 4096) == (4096, 512) and K.positions_kept(g, 100) == (100, 100)
+    # A model without a window: windowed == full; what-ifs keep the window.
+    llama = K.PRESETS["llama2_70b"]
+    assert llama.window is None and K.kv_bytes_windowed(llama, 10_000) == K.kv_bytes(llama, 10_000)
+    assert K.variants(g)["MHA"].window == 512 and K.variants(g)["MHA"].n_window_layers == 15
+
+
+def test_shape_of_a_windowed_config(tiny_gemma):
+    """The tiny Gemma 3 (3 layers: sliding, sliding, global; window 5): the shape carries its
+    window, and lesson_model's KVCache stores EVERY position (the full kind), also past the
+    window: what it holds is kv_bytes, not kv_bytes_windowed."""
+    _, lm = tiny_gemma
+    shape = K.shape_of(lm.cfg, lm.name)
+    assert (shape.window, shape.n_window_layers, shape.n_global_layers) == (5, 2, 1)
+    assert K.positions_needed_by_layer(lm.cfg, 12) == [5, 5, 12]
+    assert K.positions_needed_by_layer(lm.cfg, 3) == [3, 3, 3]
+    steps = list(lm.generate_steps([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11], max_new_tokens=2, temperature=0))
+    last = steps[-1]
+    assert last.kv_positions > 5
+    assert last.kv_bytes == K.kv_bytes(shape, last.kv_positions, "fp32")
+    assert last.kv_bytes > K.kv_bytes_windowed(shape, last.kv_positions, "fp32")
+
+
+@pytest.mark.slow
+def test_gemma_matches_a_real_kv_cache(gemma):
+    shape = K.shape_of(gemma.cfg, gemma.name)
+    assert shape.kind == "MQA" and shape.group_size == gemma.cfg.n_heads
+    assert shape.window == gemma.cfg.sliding_window and shape.n_window_layers == len(gemma.cfg.sliding_layers)
+    per = 2 * gemma.cfg.n_layers * gemma.cfg.n_kv_heads * gemma.cfg.d_head * 4
+    assert K.kv_bytes_per_token(shape, "fp32") == per
+    last = list(gemma.generate_steps("The cat sat", max_new_tokens=2, temperature=0))[-1]
+    assert last.kv_bytes == K.kv_bytes(shape, last.kv_positions, "fp32")

@@ -22,7 +22,26 @@ def test_last_layer_is_the_model_prediction(lm, run):
     assert torch.allclose(lens.top_probs[-1], torch.topk(probs, 3).values, atol=1e-5)
     assert torch.equal(lens.target_ids, run.logits[0].argmax(-1))
     assert torch.all(lens.target_ranks[-1] == 0)
-    assert torch.allclose(decode_residual(lm, run.cache["blocks.29.hook_resid_post"][0]), run.logits[0], atol=1e-3)
+    assert torch.allclose(decode_residual(lm, run.cache[f"blocks.{lm.cfg.n_layers - 1}.hook_resid_post"][0]), run.logits[0],
+                          atol=1e-3)
+
+
+def test_gemma_lens_reads_with_its_final_norm_and_tied_unembedding(gemma):
+    """Gemma: the last depth is the model's own output (its final norm, W_U = W_E^T), and a
+    middle depth decodes like a direct RMSNorm + W_E^T read-out, chunked for its 262,144 entries."""
+    from lesson_model.analysis.lens import chunk_rows
+    text = "日本的首都是東京，法國的首都是"
+    run = gemma.run(text, names=logit_lens_names(gemma, include_embed=True))
+    lens = logit_lens(gemma, run, k=2, include_embed=True)
+    assert chunk_rows(gemma) < lens.top_ids.shape[0] * lens.top_ids.shape[1]       # really decoded in chunks
+    assert torch.equal(lens.top_ids[-1, :, 0], run.logits[0].argmax(-1)) and torch.all(lens.target_ranks[-1] == 0)
+    probs = run.logits[0].softmax(-1)
+    assert torch.allclose(lens.top_probs[-1], torch.topk(probs, 2).values, atol=1e-5)
+    d = gemma.decoder
+    x = run.cache["blocks.8.hook_resid_post"][0]
+    with torch.inference_mode():
+        logits = (x / (x.pow(2).mean(-1, keepdim=True) + d.ln_final.eps).sqrt() * d.ln_final.weight) @ d.W_E.T
+    assert torch.equal(lens.top_ids[lens.layers.index(8)], torch.topk(logits, 2).indices)
 
 
 def test_middle_depth_matches_direct_decode(lm, run):

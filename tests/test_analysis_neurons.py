@@ -148,7 +148,7 @@ def test_silu_minimum():
 
 def test_strongest_pusher_is_the_top_neuron_pushing_the_token(lm):
     layer = 24
-    run = lm.run("The Eiffel Tower is located in the city of", names=N.neuron_effect_names(layer))
+    run = lm.run("The Eiffel Tower is located in the city of", names=N.neuron_effect_names(lm, layer))
     token = int(run.logits[0, -1].argmax())
     best = N.strongest_pusher(lm, run, layer, token, -1, k=12)
     pushes = N.neuron_effects_on_token(lm, run, layer, token, -1)
@@ -163,7 +163,7 @@ def test_neuron_logit_effects_add_up_to_the_mlp_attribution(lm):
     """Summed over every neuron, the per-neuron direct effects are the MLP's DLA part."""
     from lesson_model.analysis.attribution import direct_logit_attribution, dla_names
     layer = 20
-    run = lm.run(TEXT, names=sorted(set(dla_names(lm)) | set(N.neuron_effect_names(layer))))
+    run = lm.run(TEXT, names=sorted(set(dla_names(lm)) | set(N.neuron_effect_names(lm, layer))))
     token = int(run.logits[0, -1].argmax())
     post = run.cache[f"blocks.{layer}.mlp.hook_post"][0, -1]
     d = lm.decoder
@@ -184,3 +184,47 @@ def test_neuron_logit_effects_add_up_to_the_mlp_attribution(lm):
     assert [i for i, _ in effect.promoted] == [i for i, _ in same]
     assert [i for i, _ in effect.suppressed] == [i for i, _ in flipped]
     assert all(v > 0 for _, v in effect.promoted) and all(v < 0 for _, v in effect.suppressed)
+
+
+def test_gate_activations():
+    """GELU-tanh (Gemma's gate) by hand; its minimum; the model's own gate function."""
+    import math
+    g = torch.tensor([-1.0, 0.5, 2.0], dtype=torch.float64)
+    want = 0.5 * g * (1 + torch.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3)))
+    assert torch.allclose(N.gelu_tanh(g), want)
+    assert N.activation_min("gelu_tanh") == pytest.approx(-0.17004, abs=1e-4)
+    assert N.activation_min("silu") == pytest.approx(N.SILU_MIN)
+    assert float((N.gelu(g) - N.gelu_tanh(g)).abs().max()) < 1e-3
+
+
+def test_gemma_mlp_uses_its_own_activation(gemma):
+    """On Gemma the neuron functions use GELU-tanh and pass the MLP's write through ln2_post:
+    mlp_forward then ln2_post reproduces hook_mlp_out, the 'real' map of the collapse table is
+    the GeGLU MLP, and the per-neuron effects add up to the MLP's direct logit attribution."""
+    from lesson_model.analysis.attribution import direct_logit_attribution, dla_names
+    layer = 9
+    assert gemma.cfg.activation == "gelu_tanh" and N.gate_fn(gemma) is N.gelu_tanh and N.own_curve(gemma) == "gelu"
+    names = sorted(set(dla_names(gemma)) | set(N.neuron_effect_names(gemma, layer)) | set(N.mlp_names(layer))
+                   | {f"blocks.{layer}.mlp.hook_pre", f"blocks.{layer}.mlp.hook_pre_linear"})
+    run = gemma.run("貓坐在墊子上，因為它累了。", names=names)
+    block = gemma.decoder.blocks[layer]
+    gate, up = run.cache[f"blocks.{layer}.mlp.hook_pre"][0], run.cache[f"blocks.{layer}.mlp.hook_pre_linear"][0]
+    assert torch.allclose(N.gated(gemma, gate, up), run.cache[f"blocks.{layer}.mlp.hook_post"][0], atol=1e-5)
+    x = run.cache[f"blocks.{layer}.ln2.hook_normalized"][0] * block.ln2.weight
+    with torch.inference_mode():
+        out = N.mlp_forward(gemma, layer, x)
+        post_normed = out / (out.pow(2).mean(-1, keepdim=True) + block.ln2_post.eps).sqrt() * block.ln2_post.weight
+    mlp_out = run.cache[f"blocks.{layer}.hook_mlp_out"][0]
+    assert torch.allclose(post_normed, mlp_out, rtol=1e-4, atol=1e-3 * float(mlp_out.abs().max()))
+    check = N.nonlinearity_check(gemma, run, layer, 1, 4)
+    assert check.doubling["bilinear"] == pytest.approx(4, abs=1e-4) and check.gap["plain"] < 1e-5
+    G, U, D = (m.detach().double() for m in (block.mlp.gate_proj, block.mlp.up_proj, block.mlp.down_proj))
+    a, b = x[1].double(), x[4].double()
+    real = lambda v: (F.gelu(v @ G, approximate="tanh") * (v @ U)) @ D            # noqa: E731
+    assert check.gap["real"] == pytest.approx(float((real(a + b) - real(a) - real(b)).norm() / real(a + b).norm()), abs=1e-4)
+    token = int(run.logits[0, -1].argmax())
+    effects = N.neuron_effects_on_token(gemma, run, layer, token)
+    mlp_dla = float(direct_logit_attribution(gemma, run, token).mlp[layer])
+    assert float(effects.sum()) == pytest.approx(mlp_dla, abs=2e-3)
+    best = N.strongest_pusher(gemma, run, layer, token, -1, k=12)
+    assert best.total == pytest.approx(mlp_dla, abs=2e-3)

@@ -87,3 +87,26 @@ def test_first_token_attention(lm):
     some = NO.first_token_attention(lm, run, layers=[17, 3])
     assert torch.allclose(some, share[[17, 3]])
     assert NO.sink_names(lm, [17, 3]) == ["blocks.17.attn.hook_pattern", "blocks.3.attn.hook_pattern"]
+
+
+def test_sublayer_writes_before_and_after_the_post_norms(lm, gemma):
+    """Gemma: computed = |heads' sum| before ln1_post and |down_proj output| before ln2_post (from
+    the scales), written = |hook_attn_out|, |hook_mlp_out|. SmolLM2 (no post-norms): the same."""
+    assert NO.block_norms(gemma) == ["ln1", "attn.q_norm", "attn.k_norm", "ln1_post", "ln2", "ln2_post"]
+    assert NO.block_norms(lm) == ["ln1", "ln2"]
+    text = "The cat sat on the mat. It was tired"
+    extra = [f"blocks.{L}.{h}" for L in (2, 11) for h in ("attn.hook_result", "ln2_post.hook_normalized")]
+    run = gemma.run(text, names=sorted(set(NO.sublayer_write_names(gemma)) | set(extra)))
+    w = NO.sublayer_writes(gemma, run, -1)
+    assert w.post_norms and w.computed.shape == w.written.shape == (gemma.cfg.n_layers, 2)
+    for L in (2, 11):
+        heads = run.cache[f"blocks.{L}.attn.hook_result"][0, -1].double().sum(0)
+        assert float(w.computed[L, 0]) == pytest.approx(float(heads.norm()), rel=1e-3)
+        raw_mlp = run.cache[f"blocks.{L}.ln2_post.hook_normalized"][0, -1].double() * \
+            run.cache[f"blocks.{L}.ln2_post.hook_scale"][0, -1, 0].double()
+        assert float(w.computed[L, 1]) == pytest.approx(float(raw_mlp.norm()), rel=1e-3)
+        assert float(w.written[L, 1]) == pytest.approx(float(run.cache[f"blocks.{L}.hook_mlp_out"][0, -1].norm()), rel=1e-5)
+    run_s = lm.run(text, names=NO.sublayer_write_names(lm))
+    ws = NO.sublayer_writes(lm, run_s, 3)
+    assert not ws.post_norms and torch.equal(ws.computed, ws.written)
+    assert float(ws.written[7, 0]) == pytest.approx(float(run_s.cache["blocks.7.hook_attn_out"][0, 3].norm()), rel=1e-5)

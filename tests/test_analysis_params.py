@@ -3,7 +3,7 @@
 import pytest
 
 from lesson_model.analysis.params import (PRESETS, PUBLISHED_ACTIVE, PUBLISHED_TOTALS, ArchConfig,
-                                          config_of, count_params, model_breakdown, with_experts)
+                                          config_of, count_params, kind_of, model_breakdown, with_experts)
 
 
 @pytest.mark.slow
@@ -15,6 +15,31 @@ def test_breakdown_reads_the_real_tensors(lm):
     assert b.per_layer["attention"] == sum(p.numel() for p in block.attn.parameters())
     assert b.per_layer["mlp"] == sum(p.numel() for p in block.mlp.parameters())
     assert b.parts["embedding"] == lm.decoder.W_E.numel()
+
+
+@pytest.mark.slow
+def test_gemma_breakdown_equals_its_tensors(gemma):
+    """Gemma: every part equals the real tensors of that kind; the norms include q_norm/k_norm
+    and the post-norms; the 262,144 x 640 embedding is most of the model."""
+    b = model_breakdown(gemma)
+    d = gemma.decoder
+    cfg = gemma.cfg
+    assert b.total == sum(p.numel() for p in d.parameters()) == gemma.param_counts()["total"]
+    block = d.blocks[0]
+    assert b.per_layer["attention"] == sum(p.numel() for n, p in block.attn.named_parameters() if "norm" not in n)
+    assert b.per_layer["attention"] == 2 * 640 * 4 * 256 + 2 * 640 * 256 == 1_638_400
+    assert b.per_layer["mlp"] == sum(p.numel() for p in block.mlp.parameters()) == 3 * 640 * 2048
+    norms = [block.ln1, block.ln2, block.ln1_post, block.ln2_post, block.attn.q_norm, block.attn.k_norm]
+    assert b.per_layer["norms"] == sum(n.weight.numel() for n in norms) == 4 * 640 + 2 * 256
+    assert b.parts["norms"] == cfg.n_layers * (4 * cfg.d_model + 2 * cfg.d_head) + cfg.d_model
+    assert b.parts["embedding"] == d.W_E.numel() == 262_144 * 640
+    assert b.parts["embedding"] / b.total > 0.6 and b.unembedding == 0
+    by_kind = {}
+    for name, p in d.named_parameters():
+        by_kind[kind_of(name)] = by_kind.get(kind_of(name), 0) + p.numel()
+    assert by_kind == b.parts
+    c = count_params(config_of(gemma))                   # the formula, from the config alone
+    assert c.parts == b.parts and c.per_layer == b.per_layer
 
 
 @pytest.mark.slow

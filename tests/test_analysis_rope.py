@@ -70,15 +70,15 @@ def test_key_track(smollm2, run):
 def test_rotate_head_matches_the_forward_pass(smollm2, run):
     q = run.cache["blocks.3.attn.hook_q"][0, :, 5]                 # [pos, d_head]
     n = q.shape[0]
-    torch.testing.assert_close(R.rotate_head(smollm2, q, range(n)), run.cache["blocks.3.attn.hook_rot_q"][0, :, 5],
+    torch.testing.assert_close(R.rotate_head(smollm2, q, range(n), 3), run.cache["blocks.3.attn.hook_rot_q"][0, :, 5],
                                atol=1e-5, rtol=1e-5)
 
 
 def test_relative_scores_depend_on_distance_only(smollm2, run):
     n = run.ids.shape[1]
-    q, k = R.query_and_key(run, 16, 0, n - 1, n - 2, smollm2.cfg.group_size)
+    q, k = R.query_and_key(smollm2, run, 16, 0, n - 1, n - 2)
     assert torch.equal(k, run.cache["blocks.16.attn.hook_k"][0, n - 2, 0])
-    res = R.relative_scores(smollm2, q, k, distances=[0, 1, 2, 8, 32], positions=[0, 7, 100, 1000, 4000])
+    res = R.relative_scores(smollm2, q, k, distances=[0, 1, 2, 8, 32], positions=[0, 7, 100, 1000, 4000], layer=16)
     assert res.scores.shape == (5, 5)
     assert float(res.spread.max()) < 1e-3                          # constant along each row
     per_distance = res.scores[:, 0]
@@ -89,7 +89,7 @@ def test_relative_scores_depend_on_distance_only(smollm2, run):
     rq = run.cache["blocks.16.attn.hook_rot_q"][0, n - 1, 0]
     rk = run.cache["blocks.16.attn.hook_rot_k"][0, n - 2, 0]
     assert float(res.scores[1, 0]) == pytest.approx(float(rq @ rk) / 8.0, abs=1e-3)
-    by_d = R.score_by_distance(smollm2, q, k, 8)
+    by_d = R.score_by_distance(smollm2, q, k, 8, 16)
     torch.testing.assert_close(by_d[[0, 1, 2, 8]], per_distance[:4], atol=1e-4, rtol=0)
 
 
@@ -115,3 +115,52 @@ def test_max_turn_error_wraps_and_skips_zero_pairs():
                         torch.tensor([0.0, 2.0, math.pi]), torch.tensor([0.0, 0.0, -math.pi]))
     # position 1 has no direction (a pair of zeros); at position 2, pi and -pi are the same angle
     assert track.max_turn_error == pytest.approx(0.0, abs=1e-6)
+
+
+# --------------------------------------------------------------------------- Gemma 3: two bases, QK-norm
+
+GEMMA_PROMPT = "我吃魚，魚吃我。The cat sat on the mat."
+
+
+@pytest.mark.slow
+def test_rope_bases_of_both_models(smollm2, gemma):
+    (one,) = R.rope_bases(smollm2)
+    assert one.kind == "global" and one.base == smollm2.cfg.rope_theta and one.layers == tuple(range(30))
+    assert one.reach == smollm2.cfg.max_position and one.window is None
+    local, glob = R.rope_bases(gemma)
+    cfg = gemma.cfg
+    assert local.kind == "sliding" and local.layers == cfg.sliding_layers and local.base == cfg.rope_theta_sliding == 10000
+    assert glob.kind == "global" and glob.base == cfg.rope_theta == 1e6
+    assert glob.layers == tuple(i for i in range(cfg.n_layers) if i not in cfg.sliding_layers) == (5, 11, 17)
+    assert local.reach == local.window == cfg.sliding_window == 512 and glob.reach == cfg.max_position
+    for b in (local, glob):
+        for layer in b.layers:
+            torch.testing.assert_close(R.frequency_ladder(gemma, layer), gemma.decoder.rope_for(layer).inv_freq.cpu())
+        torch.testing.assert_close(b.thetas.double(), R.ladder_formula(cfg.d_head, b.base), rtol=1e-5, atol=0)
+    assert local.slow_pairs == 66 and glob.slow_pairs == 48          # the numbers the position page quotes
+    assert R.base_of(gemma, 5).kind == "global" and R.base_of(gemma, 4).kind == "sliding"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer", [4, 5])
+def test_gemma_rope_turns_the_qk_normed_vector(gemma, layer):
+    """On Gemma RoPE turns q after QK-norm: pre_rope, rotated by the layer's own RoPE, is hook_rot_q."""
+    run = gemma.run(GEMMA_PROMPT, names=R.rope_hook_names(layer))
+    n = run.ids.shape[1]
+    q = R.pre_rope(gemma, run, layer, "q")
+    assert not torch.allclose(q, run.cache[f"blocks.{layer}.attn.hook_q"][0])     # the norm changed it
+    for head in range(gemma.cfg.n_heads):
+        torch.testing.assert_close(R.rotate_head(gemma, q[:, head], range(n), layer),
+                                   run.cache[f"blocks.{layer}.attn.hook_rot_q"][0, :, head], atol=1e-4, rtol=1e-4)
+    k = R.pre_rope(gemma, run, layer, "k")
+    torch.testing.assert_close(R.rotate_head(gemma, k[:, 0], range(n), layer),
+                               run.cache[f"blocks.{layer}.attn.hook_rot_k"][0, :, 0], atol=1e-4, rtol=1e-4)
+    for pair in (0, 3, 40):       # (layer 5's q_norm weight is exactly 0 on pair 3: max_turn_error skips zero pairs)
+        tr = R.pair_track(gemma, run, layer, head=1, pair=pair)
+        assert tr.max_turn_error < 1e-4
+        assert tr.theta == pytest.approx(float(gemma.decoder.rope_for(layer).inv_freq[pair]))
+    qv, kv = R.query_and_key(gemma, run, layer, 2, n - 1, n - 2)
+    res = R.relative_scores(gemma, qv, kv, [1], [n - 2], layer)
+    rq = run.cache[f"blocks.{layer}.attn.hook_rot_q"][0, n - 1, 2]
+    rk = run.cache[f"blocks.{layer}.attn.hook_rot_k"][0, n - 2, 0]
+    assert float(res.scores[0, 0]) == pytest.approx(float(rq @ rk) / 16.0, abs=1e-3)

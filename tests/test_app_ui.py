@@ -81,3 +81,10 @@ def test_run_cache_is_bounded_by_bytes_and_lru():
     assert calls == ["a", "b", "c", "b"]
     cache.get_or_run("huge", lambda: _run(4000))        # larger than the budget: not kept
     assert "huge" not in cache._items and cache.nbytes <= 1000
+
+
+def test_bits_of_gguf_formats():
+    from ui.shell import _bits
+    assert [_bits(f) for f in ("Q4_1", "Q4_K", "Q5_0", "Q6_K", "Q8_0", "IQ4_XS", "F16", "BF16", "F32")] == \
+        [4, 4, 5, 6, 8, 4, 16, 16, 32]
+    assert _bits("TQ1_0") is None

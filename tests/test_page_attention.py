@@ -92,7 +92,7 @@ def test_url_values_are_clamped_with_a_note(open_page, lm):
 
 @pytest.mark.parametrize("lang,word", [("zh-Hant", "頭"), ("zh-Hans", "头")])
 def test_chinese_pages(open_page, lang, word):
-    at = open_page("attention", lang=lang)
+    at = open_page("attention", lang=lang, model="smollm2-135m")
     assert not errors(at)
     assert at.title[0].value == "注意力"
     assert word in text_of(at)
@@ -101,7 +101,7 @@ def test_chinese_pages(open_page, lang, word):
 
 @pytest.mark.parametrize("prompt", ["我喜歡貓，因為牠們很可愛。", "I ❤️ 🐱 and 👨‍👩‍👧!"])
 def test_chinese_and_emoji_prompts(open_page, lm, prompt):
-    at = open_page("attention", lang="zh-Hant", prompt=prompt)
+    at = open_page("attention", lang="zh-Hant", prompt=prompt, model="smollm2-135m")
     assert not errors(at)
     n = len(lm.tokenize(prompt))
     figs = charts(at)
@@ -202,7 +202,7 @@ def test_math_blocks_are_fenced():
 
 
 def test_chinese_prompt_reads_as_characters(open_page):
-    at = open_page("attention", lang="zh-Hant", prompt="我吃魚，魚吃我。")
+    at = open_page("attention", lang="zh-Hant", prompt="我吃魚，魚吃我。", model="smollm2-135m")
     assert not errors(at)
     options = at.selectbox(key="pos").options
     assert "0: 我¹" in options and "4: 魚¹" in options
@@ -230,3 +230,129 @@ def test_one_token_cost_notice_is_singular(open_page):
     at = open_page("attention", lang="en", prompt="Hello")
     text = text_of(at)
     assert "With 1 token, each head scores a single query-key pair" in text and "1 tokens" not in text
+
+
+# --- Gemma 3: MQA, QK-norm, the sliding window, the Chinese seed example ------------------------------------
+
+GEMMA = "gemma-3-270m"
+SEED = {"zh-Hant": "貓坐在墊子上，因為它累了。", "zh-Hans": "猫坐在垫子上，因为它累了。"}
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m", GEMMA])
+@pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
+def test_page_renders_on_both_models(open_page, lang, model):
+    at = open_page("attention", lang=lang, model=model)
+    assert not errors(at)
+    figs = charts(at)
+    assert ("window_chart" in figs) == (model == GEMMA)
+    assert len(figs) == (9 if model == GEMMA else 8)
+
+
+def test_gemma_steps_are_the_real_scores(open_page, gemma):
+    """Step by step on Gemma: q and k are hook_rot_q/hook_rot_k (after QK-norm and RoPE), the
+    division is by √256 = 16, the what-if recomputes from those real scores."""
+    at = open_page("attention", lang="en", model=GEMMA)
+    assert not errors(at)
+    layer, head, query = at.slider(key="layer").value, at.slider(key="head").value, at.selectbox(key="pos").value
+    names = A.capture_names(gemma.cfg.n_layers) + [f"blocks.{layer}.attn.hook_attn_scores"]
+    run = gemma.run(DEFAULT, names=names)
+    key, hit = A.strongest_link(gemma, run, query)
+    assert (layer, head) == (hit.layer, hit.head)
+    figs = charts(at)
+    bars = figs["steps_chart"]["data"]
+    scores = run.cache[f"blocks.{layer}.attn.hook_attn_scores"][0, head, query]
+    assert bars[1]["y"] == pytest.approx(scores.tolist(), abs=1e-3)                  # the model's own scaled scores
+    assert bars[0]["y"] == pytest.approx((scores * 16).tolist(), rel=1e-4, abs=1e-2)
+    what_if = A.unscaled_what_if(A.attention_steps(gemma, run, layer, head, query))
+    assert figs["scale_chart"]["data"][1]["y"] == pytest.approx((scores * 16).softmax(-1).tolist(), abs=1e-5)
+    assert figs["scale_chart"]["data"][1]["y"] == pytest.approx(what_if.weights_unscaled.tolist(), abs=1e-5)
+    text = text_of(at)
+    assert "d_head = 256" in text and "√256 = 16" in text and "All 4 query heads of a layer share one key/value head" in text
+    assert "hook_rot_q" in text
+    # cost: the crossover for this config, and the sliding layers' line
+    assert f"{A.crossover_length(gemma.cfg):,}" in text
+    cost = figs["cost_chart"]["data"]
+    x = cost[0]["x"]
+    i = x.index(1000) if 1000 in x else len(x) - 1
+    assert cost[1]["y"][i] * 1e9 == pytest.approx(A.block_cost(gemma.cfg, x[i], 0).attention)
+
+
+def test_gemma_window_on_a_long_prompt(open_page, gemma):
+    at = open_page("attention", lang="en", model=GEMMA)
+    assert not errors(at)
+    ids = A.repeat_to_length(gemma.encode(DEFAULT), 640, 1)
+    demo = A.window_demo(gemma, ids)
+    s, g = demo.layers
+    assert (s, g) == (4, 5) and s in gemma.cfg.sliding_layers and g not in gemma.cfg.sliding_layers
+    assert float(demo.beyond(s).max()) == 0.0 and demo.outside_zero[s]
+    text = text_of(at)
+    far = demo.beyond(g)
+    assert (f"the last token in sliding-window layer {s} puts 0% of its attention on keys 512 or more positions back"
+            in text)
+    assert f"the {demo.outside_count[s]:,} query-key pairs its window hides are all exactly 0" in text
+    assert f"Global layer {g} gives those keys {float(far.min()):.0%}–{float(far.max()):.0%} per head" in text
+    assert float(far.min()) > 0
+    fig = charts(at)["window_chart"]
+    z_s, z_g = fig["data"][0]["z"], fig["data"][2]["z"]
+    assert z_s[-1][0] is None and z_g[-1][0] is not None        # bottom-left: 600+ back, blank only when sliding
+    assert "1,048,576 multiply-adds per token, below the 5,570,560" in text
+
+
+def test_smollm2_has_no_window(open_page):
+    at = open_page("attention", lang="zh-Hans", model="smollm2-135m")
+    assert not errors(at)
+    assert "window_chart" not in charts(at)
+    assert "每一层都是全局注意力" in text_of(at)
+
+
+@pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
+def test_gemma_seed_example_it_attends_to_cat(open_page, gemma, lang):
+    """Try this 1 on Gemma in Chinese: the button puts the query on 它 (因为它 in Simplified,
+    one token there) and the key on 貓; the search notice names the head the run finds."""
+    from ui import i18n
+    prompt = i18n.catalog(lang)["attention.gemma.try.1.prompt"]
+    assert prompt == SEED[lang]
+    at = open_page("attention", lang=lang, model=GEMMA, prompt="你好")
+    at.button(key="try_0").click().run()
+    assert not errors(at)
+    tokens = gemma.tokenize(prompt)
+    texts = [t.text for t in tokens]
+    query, key = at.selectbox(key="pos").value, at.selectbox(key="key").value
+    assert "它" in texts[query] and texts[key] in ("貓", "猫")
+    run = gemma.run(prompt, names=A.pattern_names(gemma.cfg.n_layers))
+    best = A.find_heads_attending(gemma, run, query, key, top=1)[0]
+    assert A.heads_tied_for_most(run, gemma.cfg.n_layers, query, key) == 1
+    assert f"{best.layer}.{best.head}" in text_of(at) and f"{best.weight:.0%}" in text_of(at)
+    assert best.weight > 0.2                                   # a real link, computed live (7.0 on this model)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
+def test_gemma_try_this_targets_and_claims(gemma, lang):
+    """Every Gemma Try-this: its query and key exist in the prompt's tokens; try 2's "next word"."""
+    from ui import i18n
+    cat = i18n.catalog(lang)
+    for n in (1, 2, 3):
+        texts = [t.text.strip() for t in gemma.tokenize(cat[f"attention.gemma.try.{n}.prompt"])]
+        q, k = cat[f"attention.gemma.try.{n}.query"], cat[f"attention.gemma.try.{n}.key"]
+        qi = max(i for i, t in enumerate(texts) if t == q or q in t)
+        assert any(t == k or k in t for t in texts[:qi])
+    prompt = cat["attention.gemma.try.2.prompt"]
+    ids = gemma.encode(prompt)
+    for _ in range(2):
+        ids.append(int(gemma.run(ids, names=[]).logits[0, -1].argmax()))
+    said = gemma.decode(ids[len(gemma.encode(prompt)):])
+    assert said.strip().startswith("Mary" if lang == "en" else "小明"), said
+
+
+def test_gemma_was_cat(gemma):
+    """Gemma's English Try this 1: the search opens on was -> cat (the strongest link)."""
+    run = gemma.run(WAS_CAT, names=A.pattern_names(gemma.cfg.n_layers))
+    tokens = gemma.tokenize(WAS_CAT)
+    key, _ = A.strongest_link(gemma, run, len(tokens) - 1)
+    assert tokens[key].text == " cat"
+
+
+def test_gemma_url_values_are_clamped(open_page):
+    at = open_page("attention", lang="en", model=GEMMA, prompt=WAS_CAT, params={"layer": "99", "head": "9"})
+    assert not errors(at)
+    assert at.slider(key="layer").value == 17 and at.slider(key="head").value == 3

@@ -15,26 +15,37 @@ pytestmark = pytest.mark.slow
 
 CHINESE = "狗咬人。人咬狗。"
 EMOJI = "I love 🍕 and 🐱"
+SMOL, GEMMA = "smollm2-135m", "gemma-3-270m"
+MODELS = [SMOL, GEMMA]
+
+
+@pytest.fixture
+def models(lm, gemma):
+    return {SMOL: lm, GEMMA: gemma}
 
 
 def metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
 
-def test_every_group_word_is_one_token(lm):
+@pytest.mark.parametrize("model", MODELS)
+def test_every_group_word_is_one_token(models, model):
+    lm = models[model]
     for words in GROUPS.values():
         for word in words:
-            assert len(lm.encode(" " + word)) == 1, word
+            E.token_id_of(lm, " " + word)                          # one token (after Gemma's <bos>)
     for example in ANALOGIES:
         for word in example:
-            assert len(lm.encode(" " + word)) == 1, word
+            E.token_id_of(lm, " " + word)
     assert all(set(groups) <= set(GROUPS) for groups in MAPS.values())
 
 
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("lang", list(i18n.LANGS))
 @pytest.mark.parametrize("prompt", [None, CHINESE, EMOJI])
-def test_row_strip_and_neighbours_come_from_the_table(open_page, lm, lang, prompt):
-    at = open_page("embeddings", lang=lang, prompt=prompt)
+def test_row_strip_and_neighbours_come_from_the_table(open_page, models, model, lang, prompt):
+    lm = models[model]
+    at = open_page("embeddings", lang=lang, prompt=prompt, model=model)
     assert not at.exception, [e.value for e in at.exception]
     text = prompt if prompt is not None else i18n.catalog(lang)["prompt.default"]
     ids = lm.encode(text)
@@ -184,10 +195,14 @@ def test_try_this_claims_hold_on_the_table(lm):
 
 @pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
 def test_chinese_order_defaults_are_the_chinese_pair(open_page, lang):
-    at = open_page("embeddings", lang=lang)
+    at = open_page("embeddings", lang=lang, model=SMOL)
     assert not at.exception
     assert at.text_input(key="order_a").value == "狗咬人。" and at.text_input(key="order_b").value == "人咬狗。"
     assert at.success                                                        # same rows, another order
+    at = open_page("embeddings", lang=lang, model=GEMMA)                     # Gemma: the seed's 我吃魚／魚吃我
+    fish = "魚" if lang == "zh-Hant" else "鱼"
+    assert at.text_input(key="order_a").value == f"我吃{fish}。" and at.text_input(key="order_b").value == f"{fish}吃我。"
+    assert at.success and not at.exception
 
 
 def test_three_d_map_labels_groups_not_points(open_page):
@@ -200,7 +215,7 @@ def test_three_d_map_labels_groups_not_points(open_page):
 
 
 def test_chinese_prompt_reads_as_characters(open_page, lm):
-    at = open_page("embeddings", lang="zh-Hant", prompt="我吃魚，魚吃我。")
+    at = open_page("embeddings", lang="zh-Hant", prompt="我吃魚，魚吃我。", model=SMOL)
     assert not at.exception
     options = at.selectbox(key="pos").options
     assert options[:3] == ["0: 我¹", "1: 我²", "2: 吃¹"]
@@ -210,3 +225,98 @@ def test_chinese_prompt_reads_as_characters(open_page, lm):
     assert heat["text"][0][0] == "1" and all("0." not in cell for cell in cells)   # .59, not 0.59
     z = arr(heat["z"])
     assert heat["text"][0][1] == f"{z[0][1]:.2f}".replace("0.", ".", 1)
+
+
+# --------------------------------------------------------------------------- Gemma 3 270M
+
+def test_gemma_page_says_the_first_block_reads_the_scaled_row(open_page, gemma):
+    import math
+    at = open_page("embeddings", lang="en", prompt="The cat sat", model=GEMMA)
+    assert not at.exception, [e.value for e in at.exception]
+    ids = gemma.encode("The cat sat")
+    row = gemma.decoder.W_E.detach().cpu()[ids[1]].float()
+    scale = math.sqrt(gemma.cfg.d_model)
+    info = " ".join(i.value for i in at.info)
+    assert f"√{gemma.cfg.d_model} ≈ {scale:.2f}" in info
+    assert f"of length {float(row.norm()):.3f}, reaches the first block (hook_embed) with length " \
+           f"{float(row.norm()) * scale:.3f}" in info
+    run = gemma.run(ids, names=["hook_embed"])                  # what hook_embed really holds
+    assert float(run.cache["hook_embed"][0, 1].norm()) == pytest.approx(float(row.norm()) * scale, rel=1e-5)
+    text = "\n".join(m.value for m in at.markdown)
+    assert f"enters the model with length {float(row.norm()) * scale:.2f}" in text
+    assert f"Here $V$ = {gemma.cfg.vocab_size:,} and $d$ = {gemma.cfg.d_model}." in text
+    # the strip shows the row as stored (W_E), not the scaled one
+    strip = chart(at, "row_strip")["data"][0]
+    torch.testing.assert_close(torch.tensor(arr(strip["z"])[0]), row, atol=1e-6, rtol=0)
+    # SmolLM2 has no scale and says nothing of one
+    smol = open_page("embeddings", lang="en", prompt="The cat sat", model=SMOL)
+    assert not any("hook_embed" in i.value for i in smol.info)
+
+
+def test_gemma_bad_input_is_handled(open_page):
+    for prompt in ["x", "<bos>", "\U00040000\x00", "貓" * 200]:
+        at = open_page("embeddings", lang="zh-Hant", prompt=prompt, model=GEMMA)
+        assert not at.exception, (prompt[:10], [e.value for e in at.exception])
+    at = open_page("embeddings", lang="en", model=GEMMA,
+                   params={"a": "國王", "b": "", "word": "antidisestablishmentarianism", "pos": "999", "k": "-4"})
+    assert not at.exception and at.warning
+
+
+def gemma_nearest_in_prompt(lm, text: str) -> dict[str, str]:
+    """Each token of text (<bos> left out) -> its most alike other token of the prompt."""
+    toks, cos = prompt_cosines(lm, text)
+    out = {}
+    for i in range(1, len(toks)):
+        others = [j for j in range(1, len(toks)) if toks[j].id != toks[i].id]
+        out[toks[i].text] = toks[max(others, key=lambda j: float(cos[i, j]))].text
+    return out
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_gemma_try_this_claims_hold(gemma, lang):
+    cat = i18n.catalog(lang)
+    kinds = {**{w: g for g in ("days", "months", "numbers") for w in GROUPS[g]}}
+    groups_zh = [set("一二三"), set("貓狗魚猫鱼"), set("紅藍綠红蓝绿")]
+    checked = 0
+    for n in range(1, 7):
+        prompt = cat[f"embeddings.gemma.try.{n}.prompt"]
+        toks = gemma.tokenize(prompt)[1:]
+        nearest = gemma_nearest_in_prompt(gemma, prompt)
+        if prompt.startswith("Monday"):              # each word's closest is of its own kind
+            assert all(kinds[a.strip()] == kinds[b.strip()] for a, b in nearest.items())
+        elif prompt.startswith("The king"):          # royal with royal; The/·the/·and with each other
+            royal = {" king", " queen", " prince", " princess"}
+            function = {"The", " the", " and"}
+            for a, b in nearest.items():
+                if a in royal:
+                    assert b in royal
+                elif a in function:
+                    assert b in function
+        elif prompt.startswith("cat cats"):          # forms close; ·cats closer to ·dogs than to cat
+            toks, cos = prompt_cosines(gemma, prompt)
+            at = {t.text: i for i, t in enumerate(toks)}
+            assert len(set(at)) == 7                                          # <bos> and six tokens
+            for a, b in (("cat", " cats"), ("cat", " Cat"), (" dog", " dogs"), (" dog", " Dog")):
+                assert float(cos[at[a], at[b]]) > 0.5
+            assert float(cos[at[" cats"], at[" dogs"]]) > float(cos[at[" cats"], at["cat"]])
+        elif prompt.startswith("The dog"):           # same words reordered; only ·The differs from The
+            first, second = prompt.split(". ", 1)
+            a = [t.text for t in gemma.tokenize(first + ".")[1:]]
+            b = [t.text for t in gemma.tokenize(" " + second)[1:]]
+            assert a[0] == "The" and b[0] == " The" and sorted(a[1:]) == sorted(b[1:])
+            assert [t.text for t in toks] == a + b
+        elif prompt.startswith("我吃"):               # one token a character; the halves are reorderings
+            assert [t.text for t in toks] == list(prompt)
+            half = prompt.index("，")
+            assert sorted(prompt[:half]) == sorted(prompt[half + 1:-1])
+        elif prompt == "貓猫魚鱼狗":                   # each form's closest is its other form
+            assert [t.text for t in toks] == list(prompt)
+            assert (nearest["貓"], nearest["猫"], nearest["魚"], nearest["鱼"]) == ("猫", "貓", "鱼", "魚")
+        elif prompt.startswith("一二三"):              # three groups: numbers, animals, colours
+            assert [t.text for t in toks] == list(prompt)
+            for a, b in nearest.items():
+                assert any(a in g and b in g for g in groups_zh), (a, b)
+        else:
+            raise AssertionError(f"no check for {prompt!r}")
+        checked += 1
+    assert checked == 6

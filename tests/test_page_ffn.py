@@ -4,6 +4,7 @@ controls to the URL, and draws numbers that match the model."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -25,9 +26,19 @@ CHARTS = ["activation_chart", "swiglu_chart", "singular_chart", "neuron_bars", "
           "params_chart", "moe_chart"]
 
 
-@pytest.mark.parametrize("lang", list(i18n.LANGS))
-def test_default_prompt_every_language(open_page, lm, lang):
-    at = open_page(PAGE, lang=lang)
+MODELS = {"smollm2-135m": "lm", "gemma-3-270m": "gemma"}
+
+
+@pytest.fixture
+def models(lm, gemma):
+    return {"smollm2-135m": lm, "gemma-3-270m": gemma}
+
+
+@pytest.mark.parametrize("lang,model", [("en", "smollm2-135m"), ("zh-Hant", "gemma-3-270m"), ("zh-Hans", "smollm2-135m"),
+                                        ("en", "gemma-3-270m")])
+def test_default_prompt_every_language(open_page, models, lang, model):
+    lm = models[model]
+    at = open_page(PAGE, lang=lang, model=model)
     assert not errors(at)
     for key in CHARTS:
         chart(at, key)
@@ -39,7 +50,8 @@ def test_default_prompt_every_language(open_page, lm, lang):
     bars = chart(at, "neuron_bars")["data"][0]
     assert bars["x"] == pytest.approx([a.value for a in top], abs=1e-4)
     # the neuron shown first: of these, the one that pushes the model's next token up the most
-    run_effect = lm.run(prompt, names=N.neuron_effect_names(layer))
+    assert layer == lm.cfg.n_layers * 7 // 8                                  # the default: late in the model
+    run_effect = lm.run(prompt, names=N.neuron_effect_names(lm, layer))
     predicted = int(run_effect.logits[0, -1].argmax())
     pushes = N.neuron_effects_on_token(lm, run_effect, layer, predicted, -1)
     best = max(top, key=lambda a: float(pushes[a.neuron])).neuron
@@ -72,9 +84,11 @@ def test_numbers_on_the_page(open_page, lm):
         assert sum(trace["x"][row] for trace in data) == pytest.approx(100)
 
 
-@pytest.mark.parametrize("prompt", ["貓坐在墊子上，因為牠累了。", "🐱 cats 😀 and 🐶 dogs 👍🏽"])
-def test_chinese_and_emoji_prompts(open_page, lm, prompt):
-    at = open_page(PAGE, lang="zh-Hant", prompt=prompt)
+@pytest.mark.parametrize("prompt,model", [("貓坐在墊子上，因為牠累了。", "smollm2-135m"), ("貓坐在墊子上，因為它累了。", "gemma-3-270m"),
+                                          ("🐱 cats 😀 and 🐶 dogs 👍🏽", "gemma-3-270m")])
+def test_chinese_and_emoji_prompts(open_page, models, prompt, model):
+    lm = models[model]
+    at = open_page(PAGE, lang="zh-Hant", prompt=prompt, model=model)
     assert not errors(at)
     strip = chart(at, "neuron_strip")["data"][0]
     n_tokens = len(lm.tokenize(prompt))
@@ -130,33 +144,58 @@ def md_texts(at) -> list[str]:
     return [m.value for m in at.markdown]
 
 
-def test_try_this_neurons_are_computed_from_the_model(open_page, lm):
-    """correctness review row 10: each Try-this names the neuron that really pushes the
-    model's answer most (of the 12 most active at the last token) and its real top pushes,
-    computed here by hand from the weights."""
-    TRY_LAYERS, TRY_TOKENS = page_constant("TRY_LAYERS"), page_constant("TRY_TOKENS")
-    at = open_page(PAGE, lang="en")
+NEGATIVE_CLAIM = {"en": "fires negative", "zh-Hant": "激活值為負", "zh-Hans": "激活值为负"}
+
+
+@pytest.mark.parametrize("lang,model", [("en", "smollm2-135m"), ("en", "gemma-3-270m"), ("zh-Hant", "gemma-3-270m"),
+                                        ("zh-Hans", "gemma-3-270m")])
+def test_try_this_neurons_are_computed_from_the_model(open_page, models, lang, model):
+    """correctness review row 10, per model and language: each Try-this names the neuron that
+    really pushes the model's answer most (of every layer's 12 most active at the last token)
+    and its real top pushes, computed here by hand from the weights (through ln2_post, with its
+    scale frozen, on Gemma); a "why" that promises a negative neuron gets one."""
+    lm = models[model]
+    TRY_TOKENS = page_constant("TRY_TOKENS")
+    at = open_page(PAGE, lang=lang, model=model)
     assert not errors(at)
     whys = md_texts(at)
-    catalog = i18n.catalog("en")
+    catalog = i18n.catalog(lang)
+    tree = "ffn.gemma.try" if model == "gemma-3-270m" else "ffn.try"
+    numbers = sorted({int(k.split(".")[-2]) for k in catalog if k.startswith(tree + ".") and k.endswith(".prompt")})
+    assert numbers == [1, 2, 3, 4]
+    if lang != "en":
+        assert all(any("\u4e00" <= ch <= "\u9fff" for ch in catalog[f"{tree}.{n}.prompt"]) for n in (1, 3, 4))
     d = lm.decoder
-    for n, layer in TRY_LAYERS.items():
-        prompt = catalog[f"ffn.try.{n}.prompt"]
-        run = lm.run(prompt, names=N.neuron_effect_names(layer))
+    for n in numbers:
+        prompt = catalog[f"{tree}.{n}.prompt"]
+        run = lm.run(prompt, names=sorted({x for L in range(lm.cfg.n_layers) for x in N.neuron_effect_names(lm, L)}))
         answer = int(run.logits[0, -1].argmax())
-        post = run.cache[f"blocks.{layer}.mlp.hook_post"][0, -1]
         s = float(run.cache["ln_final.hook_scale"][0, -1, 0])
-        with torch.inference_mode():
-            per_unit = d.blocks[layer].mlp.down_proj * d.ln_final.weight            # [d_ff, d_model]
-            pushes = post * (per_unit @ d.W_U[:, answer]) / s                        # [d_ff]
-            top = torch.topk(post.abs(), 12).indices.tolist()
-            best = max(top, key=lambda i: float(pushes[i]))
-            effect = post[best] * (per_unit[best] @ d.W_U) / s                       # [vocab]
-            pushed = torch.topk(effect, TRY_TOKENS).indices.tolist()
-        why = next(w for w in whys if w.startswith(catalog[f"ffn.try.{n}.why"]))
-        assert f"neuron {best} " in why and md_label(lm.token_text(answer)) in why
-        assert join_list(md_label(lm.token_text(i)) for i in pushed) in why, (why, [lm.token_text(i) for i in pushed])
-        assert ("negative" in why) == (float(post[best]) < 0)
+        found = []
+        for layer in range(lm.cfg.n_layers):
+            block = d.blocks[layer]
+            post = run.cache[f"blocks.{layer}.mlp.hook_post"][0, -1]
+            with torch.inference_mode():
+                per_unit = block.mlp.down_proj * d.ln_final.weight                  # [d_ff, d_model]
+                scale = s
+                if lm.cfg.post_norms:
+                    per_unit = per_unit * block.ln2_post.weight
+                    scale = s * float(run.cache[f"blocks.{layer}.ln2_post.hook_scale"][0, -1, 0])
+                pushes = post * (per_unit @ d.W_U[:, answer]) / scale                # [d_ff]
+                top = torch.topk(post.abs(), 12).indices.tolist()
+                best = max(top, key=lambda i: float(pushes[i]))
+                found.append((float(pushes[best]), layer, best, float(post[best]),
+                              post[best] * (per_unit[best] @ d.W_U) / scale))
+        push, layer, best, value, effect = max(found, key=lambda f: f[0])
+        pushed = torch.topk(effect, TRY_TOKENS).indices.tolist()
+        why = next(w for w in whys if w.startswith(catalog[f"{tree}.{n}.why"]))
+        assert md_label(lm.token_text(answer)) in why and push > 0
+        assert re.search(rf"(?<!\d){best}(?!\d)", why) and re.search(rf"(?<!\d){layer}(?!\d)", why), why
+        sep = ", " if lang == "en" else "、"
+        assert sep.join(md_label(lm.token_text(i)) for i in pushed) in why, (why, [lm.token_text(i) for i in pushed])
+        assert (catalog["ffn.try_detail.negative"] in why) == (value < 0)
+        if NEGATIVE_CLAIM[lang] in catalog[f"{tree}.{n}.why"]:
+            assert value < 0, (n, why)
 
 
 def test_collapse_numbers_and_claims_match_the_model(open_page, lm):
@@ -177,7 +216,7 @@ def test_collapse_numbers_and_claims_match_the_model(open_page, lm):
     double = {k: float(f(2 * a).norm() / f(a).norm()) for k, f in maps.items()}
     assert double["bilinear"] == pytest.approx(4, abs=1e-6) and gap["bilinear"] > 0.05 and gap["plain"] < 1e-6
     table = next(m for m in md_texts(at) if m.startswith("|map|"))
-    rows = {k: next(line for line in table.splitlines() if i18n.catalog("en")[f"ffn.collapse.map.{k}"] in line)
+    rows = {k: next(line for line in table.splitlines() if i18n.catalog("en")[f"ffn.collapse.map.{k}"].format(act="SiLU", fn="silu") in line)
             for k in maps}
     assert f"|{gap['bilinear']:.1%}|{double['bilinear']:.2f}|" in rows["bilinear"]
     assert f"|{gap['real']:.1%}|{double['real']:.2f}|" in rows["real"]
@@ -204,10 +243,44 @@ def test_one_token_prompt_says_the_effect_is_negligible(open_page, lm):
 
 @pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
 def test_chinese_prompt_reads_as_characters(open_page, lang):
-    """ux review row 10: the token select and the strip show 我¹/我² rather than <E6 88>."""
-    at = open_page(PAGE, lang=lang, prompt="我吃魚，魚吃我。")
+    """ux review row 10: the token select and the strip show 我¹/我² rather than <E6 88> (SmolLM2's byte pieces)."""
+    at = open_page(PAGE, lang=lang, prompt="我吃魚，魚吃我。", model="smollm2-135m")
     assert not errors(at)
     options = at.selectbox(key="pos").options
     assert any("我¹" in o for o in options) and not any("<E6" in o for o in options)
     strip = chart(at, "neuron_strip")["data"][0]
     assert any("我¹" in (cell or "") for row in strip["text"] for cell in row)
+
+
+def test_gemma_page_names_its_own_activation(open_page, gemma):
+    """On Gemma the page says GELU (tanh) / GeGLU in text, formula, diagram and chart, its collapse
+    table measures the GeGLU MLP, its metrics count Gemma's tensors, and the default layer is
+    computed from the model (it used to fail on a SmolLM2 layer constant)."""
+    prompt, layer = "我吃魚，魚吃我。", 9
+    at = open_page(PAGE, lang="zh-Hant", prompt=prompt, params={"layer": layer}, model="gemma-3-270m")
+    assert not errors(at) and not at.warning
+    assert at.slider(key="layer").max == gemma.cfg.n_layers - 1
+    text = " ".join(md_texts(at)) + " ".join(c.value for c in at.caption)
+    assert "gelu_tanh(g)" in text and "GELU" in text and "silu(" not in text and "SiLU 之後" not in text
+    assert "GeGLU" in text
+    metrics = {m.label: m.value for m in at.metric}
+    cat = i18n.catalog("zh-Hant")
+    assert metrics[cat["ffn.metric.mlp_layer"]] == f"{3 * 640 * 2048:,}"
+    assert metrics[cat["ffn.metric.attn_layer"]] == f"{2 * 640 * 1024 + 2 * 640 * 256:,}"
+    assert chart(at, "swiglu_chart")["layout"]["title"]["text"] == "GeGLU：gelu_tanh(gate) × up"
+    diagram = next(g for g in at.get("graphviz_chart"))
+    assert "GELU" in diagram.proto.spec and "ln2_post" not in diagram.proto.spec and cat["ffn.diagram.post_norm"].split("\n")[0] in diagram.proto.spec
+    # the table's real map is the GeGLU MLP, by hand
+    run = gemma.run(prompt, names=N.mlp_names(layer))
+    block = gemma.decoder.blocks[layer]
+    x = (run.cache[f"blocks.{layer}.ln2.hook_normalized"][0] * block.ln2.weight).double()
+    G, U, D = (m.detach().double() for m in (block.mlp.gate_proj, block.mlp.up_proj, block.mlp.down_proj))
+    real = lambda v: (torch.nn.functional.gelu(v @ G, approximate="tanh") * (v @ U)) @ D      # noqa: E731
+    a, b = x[-1], x[-2]
+    gap = float((real(a + b) - real(a) - real(b)).norm() / real(a + b).norm())
+    table = next(m for m in md_texts(at) if m.startswith("|"))
+    row = next(line for line in table.splitlines() if "gelu_tanh(x·gate_proj)" in line)
+    assert f"|{gap:.1%}|" in row
+    # the neuron strip: one cell per Gemma token (one character each here)
+    strip = chart(at, "neuron_strip")["data"][0]
+    assert sum(v is not None for row in strip["z"] for v in row) == len(gemma.tokenize(prompt))

@@ -3,6 +3,7 @@ speculative decoding, languages and bad URL values."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -16,6 +17,8 @@ from ui.tokens import label, readable_texts
 
 pytestmark = pytest.mark.slow
 PROMPT = "The capital of France is"
+SMOLLM2, GEMMA = "smollm2-135m", "gemma-3-270m"
+FIXTURE = {SMOLLM2: "lm", GEMMA: "gemma"}
 
 
 def url(at, key: str):
@@ -43,9 +46,11 @@ def expected(lm, prompt, n, **kw) -> list:
     return list(lm.generate_steps(prompt, n, **kw))
 
 
-@pytest.mark.parametrize("lang", list(i18n.LANGS))
-def test_opens_at_step_zero_in_every_language(open_page, lm, lang):
-    at = open_page("generation", lang=lang)
+@pytest.mark.parametrize("lang,model", [("en", SMOLLM2), ("zh-Hant", GEMMA), ("zh-Hans", GEMMA), ("en", GEMMA),
+                                        ("zh-Hant", SMOLLM2)])
+def test_opens_at_step_zero_in_every_language(open_page, request, lang, model):
+    lm = request.getfixturevalue(FIXTURE[model])
+    at = open_page("generation", lang=lang, model=model)
     assert not at.exception, [e.value for e in at.exception]
     cat = i18n.catalog(lang)
     assert at.title[0].value == cat["nav.generation"]
@@ -168,10 +173,12 @@ def test_bad_url_values(open_page):
     assert any("step=abc" in w.value for w in bad.warning)
 
 
-@pytest.mark.parametrize("lang,prompt", [("zh-Hant", "從前有一隻小貓，牠"), ("zh-Hans", "今天天气很好"),
-                                         ("en", "Pizza 🍕 is")])
-def test_chinese_and_emoji_prompts_step(open_page, lm, lang, prompt):
-    at = open_page("generation", lang=lang, prompt=prompt, params={"step": "3", "max_new": "3", "seed": "2"})
+@pytest.mark.parametrize("lang,prompt,model", [("zh-Hant", "從前有一隻小貓，牠", SMOLLM2), ("zh-Hans", "今天天气很好", GEMMA),
+                                               ("en", "Pizza 🍕 is", SMOLLM2), ("en", "Pizza 🍕 is", GEMMA)])
+def test_chinese_and_emoji_prompts_step(open_page, request, lang, prompt, model):
+    lm = request.getfixturevalue(FIXTURE[model])
+    at = open_page("generation", lang=lang, prompt=prompt, params={"step": "3", "max_new": "3", "seed": "2"},
+                   model=model)
     assert not at.exception
     steps = expected(lm, prompt, 3, temperature=1.0, seed=2)
     assert len(table_tokens(at)) == 3
@@ -199,7 +206,8 @@ def test_chat_example_sets_greedy_and_stops_at_eos(open_page, lm, lang):
     greedy decoding, and the model, run as the page runs it, does stop there."""
     cat = i18n.catalog(lang)
     chat = lm.chat_template([{"role": "user", "content": cat["generation.try.chat_question"]}])
-    at = open_page("generation", lang=lang, params={"max_new": "10", "step": "3"})
+    at = open_page("generation", lang=lang, params={"max_new": "10", "step": "3"}, model=SMOLLM2)
+    assert lm.tokenizer.chat_template is not None
     assert try_button(at, 2).label == md_escape(shorten(chat, 60))
     try_button(at, 2).click().run()
     assert not at.exception
@@ -262,9 +270,135 @@ def test_sizes_in_binary_units_and_counts_in_words(open_page, lm):
     per_token = 2 * lm.cfg.n_layers * lm.cfg.n_kv_heads * lm.cfg.d_head * 4
     assert f"adds {per_token / 1024:.4g} KiB" in text
     assert "million multiply-adds" in text
-    zh = open_page("generation", lang="zh-Hant", prompt=PROMPT, params={"temperature": "0", "max_new": "3", "step": "3"})
+    zh = open_page("generation", lang="zh-Hant", prompt=PROMPT, params={"temperature": "0", "max_new": "3", "step": "3"},
+                   model=SMOLLM2)
     assert "億次乘加" in notices(zh) and "百萬" not in notices(zh)
     one = open_page("generation", prompt="Hello", params={"temperature": "0", "max_new": "1", "step": "1"})
     assert not one.exception
     assert "read 1 token " in notices(one) and "1 tokens" not in notices(one)
     assert "limit of 1 new token," in notices(one)
+
+
+# --- Gemma 3 270M: a base model (no chat format), MQA, sliding-window layers ----------------------
+
+def key(cat: dict, model: str, k: str) -> str:
+    """The catalog string the page shows on this model (its variant when the catalog has one)."""
+    tag = "gemma" if model == GEMMA else "smollm2"
+    return cat.get(f"generation.{tag}.{k}", cat[f"generation.{k}"])
+
+
+# What greedy decoding writes after each catalog's base-model example on Gemma, as its "why" says.
+BASE_CONTINUATION = {"en": "\n\nWhat is 2+2?" * 3, "zh-Hant": "的腿很痛，所以它很累。貓的腿很痛，所以它很累。",
+                     "zh-Hans": "的腿很长，它很累。\n\n猫的腿很长，它很累。"}
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_gemma_base_example_continues_the_text(gemma, lang):
+    """The base-model Try-this replaces the chat one on Gemma: greedy decoding continues the text
+    (the continuation its "why" quotes), never writes <eos>, and runs to the limit of 24."""
+    cat = i18n.catalog(lang)
+    assert gemma.tokenizer.chat_template is None and not gemma.bundled.instruct
+    assert {gemma.token_text(i) for i in gemma.eos_token_ids} == {"<eos>"}
+    prompt = cat["generation.try.base.prompt"]
+    steps = expected(gemma, prompt, 24, temperature=0)
+    text = "".join(s.text for s in steps)
+    assert len(steps) == 24 and steps[-1].stop == "length"
+    assert not any(s.token_id in gemma.eos_token_ids for s in steps)
+    assert text.startswith(BASE_CONTINUATION[lang]), text
+    why = key(cat, GEMMA, "try.base.why")
+    if lang == "en":
+        assert "`What is 2+2?`" in why
+    else:
+        quoted = BASE_CONTINUATION[lang].split("。")[0] + "。"
+        assert quoted[1:] in why or quoted in why
+    if lang == "zh-Hant":      # the issue's own example
+        assert prompt == "貓坐在墊子上，因為它累了。貓" and text.startswith("的腿很痛，所以它很累。")
+
+
+def test_gemma_page_has_no_chat_format_and_says_why(open_page, gemma):
+    cat = i18n.catalog("zh-Hant")
+    at = open_page("generation", lang="zh-Hant", params={"max_new": "10", "step": "2"})      # Chinese: Gemma
+    assert not at.exception, [e.value for e in at.exception]
+    note = key(cat, GEMMA, "base_note").format(name=gemma.bundled.name, eos="`<eos>`")
+    assert note in [c.value for c in at.caption]
+    assert "<|im_end|>" not in notices(at)
+    prompt = cat["generation.try.base.prompt"]
+    assert try_button(at, 2).label == md_escape(shorten(prompt, 60))
+    why = key(cat, GEMMA, "try.base.why").format(name=gemma.bundled.name, eos="`<eos>`")
+    assert any(why in m.value for m in at.markdown)
+    try_button(at, 2).click().run()
+    assert not at.exception
+    assert at.slider(key="temperature").value == 0 and at.number_input(key="max_new").value == 24
+    at.button(key="gen_run").click().run()
+    assert not at.exception
+    assert at.slider(key="step").value == 24
+    steps = expected(gemma, prompt, 24, temperature=0)
+    seq = gemma.tokenize(prompt) + gemma.tokenizer.tokens([s.token_id for s in steps])
+    assert table_tokens(at) == [label(x) for x in readable_texts(seq)[-24:]]
+    stop = " ".join(w.value for w in at.warning)
+    assert "`<eos>`" in stop and "24 個新詞元" in stop                     # the limit, and the model's own end token
+
+
+def test_gemma_kv_cache_numbers_come_from_its_config(open_page, gemma):
+    cfg = gemma.cfg
+    assert (cfg.n_layers, cfg.n_kv_heads, cfg.d_head) == (18, 1, 256)
+    assert gd.kv_bytes_per_layer(cfg, 1) == 1 * 256 * 2 * 4 and gd.kv_bytes(cfg, 1) == 18 * 2048
+    at = open_page("generation", prompt=PROMPT, params={"temperature": "0", "max_new": "6", "step": "4"}, model=GEMMA)
+    assert not at.exception
+    n_prompt = len(gemma.encode(PROMPT))
+    cached = n_prompt + 3
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Positions in the cache"] == str(cached)
+    assert metrics["Cache per layer"] == "{:.4g} {}".format(*K.human_bytes(2048 * cached))
+    assert metrics["Cache, all layers"] == "{:.4g} {}".format(*K.human_bytes(18 * 2048 * cached))
+    grid = by_title(at, "What the cache holds")
+    assert len(grid["data"][0]["z"]) == 18 and len(grid["data"][0]["z"][0]) == cached
+    text = notices(at)
+    assert "Every new token adds 36 KiB" in text and "18 layers" in text
+    assert "\\text{1 KV head} \\times 256" in text and "(no MQA)" in text and "4× as much" in text
+    assert next(m for m in at.metric if m.label == "Cache per layer").help.startswith("Keys and values: 1 KV head × 256")
+    # the sliding window: 15 of 18 layers need only the last 512 positions
+    n_sliding = sum(cfg.window(L) == 512 for L in range(18))
+    assert n_sliding == len(cfg.sliding_layers) == 15
+    windowed = (3 * cfg.max_position + 15 * 512) * 2048
+    assert gd.kv_bytes_windowed(cfg, cfg.max_position) == windowed
+    line = next(m.value for m in at.markdown if "sliding-window attention" in m.value)
+    assert "15 of the 18 layers" in line and "last 512 positions" in line
+    assert "{:.4g} {}".format(*K.human_bytes(windowed)) in line
+    assert "{:.4g} {}".format(*K.human_bytes(gd.kv_bytes(cfg, cfg.max_position))) in line
+    assert "at most 192 positions" in line                              # 128 prompt + 64 new < 512
+    smol = open_page("generation", prompt=PROMPT, params={"temperature": "0", "max_new": "2", "step": "1"})
+    assert not any("sliding-window" in m.value for m in smol.markdown)   # SmolLM2 has no windows
+
+
+def test_gemma_counting_example_and_speculative_decoding(open_page, gemma):
+    at = open_page("generation", model=GEMMA)
+    try_button(at, 0).click().run()
+    assert not at.exception
+    assert at.toggle(key="spec").value and at.slider(key="temperature").value == 0
+    k = at.slider(key="draft_layers").value
+    assert k == round(0.85 * gemma.cfg.n_layers) == 15                   # the default follows the model
+    prompt = i18n.catalog("en")["generation.try.1.prompt"]
+    result = speculative_generate(gemma, prompt, 24, draft_layers=k, draft_len=4)
+    assert result.acceptance_rate >= 0.9 and any(r.bonus for r in result.rounds)
+    assert result.new_ids == [s.token_id for s in expected(gemma, prompt, 24, temperature=0)]
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Acceptance rate"] == f"{result.acceptance_rate:.0%}"
+    assert any("Identical to plain greedy decoding" in s.value for s in at.success)
+    text = notices(at)
+    assert "guessed right most of the time" in text and f"the first {k} of 18 layers" in text
+    cost = gd.multiply_adds(dataclasses.replace(gemma.cfg, n_layers=k), len(gemma.encode(prompt)), 1) \
+        / gd.multiply_adds(gemma.cfg, len(gemma.encode(prompt)), 1)
+    assert f"about {cost:.0%} of a full pass" in text
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_gemma_pattern_example_greedy_continues_it_and_sampling_wanders(gemma, lang):
+    prompt = key(i18n.catalog(lang), GEMMA, "try.3.prompt")
+    if lang != "en":
+        assert prompt == "春、夏、秋、冬、春、夏、秋、冬、春、"
+    cycle = "夏、秋、冬、春、" if lang != "en" else " green, blue, red,"
+    greedy = "".join(s.text for s in expected(gemma, prompt, 24, temperature=0))
+    assert greedy == (cycle * 20)[:len(greedy)] and len(greedy) >= 3 * len(cycle)
+    sampled = "".join(s.text for s in expected(gemma, prompt, 24, temperature=1.0, seed=1))
+    assert not (cycle * 20).startswith(sampled)

@@ -27,6 +27,82 @@ def top(lm, text: str, k: int = 5) -> list[tuple[int, float]]:
     return [(int(i), float(p)) for i, p in zip(ids, values)]
 
 
+def gemma_try(lang: str, n: int) -> tuple[str, str]:
+    """Gemma's Try-this n in a language: (prompt, why)."""
+    catalog = i18n.catalog(lang)
+    return catalog[f"home.gemma.try.{n}.prompt"], catalog[f"home.gemma.try.{n}.why"]
+
+
+def greedy(lm, text: str, n: int) -> str:
+    """What following the model's top choices writes after ``text`` (n tokens)."""
+    steps = list(lm.generate_steps(text, n, temperature=0))
+    return lm.decode(steps[-1].ids[len(lm.encode(text)):])
+
+
+def rank(lm, text: str, token_id: int) -> int:
+    probs = next_token_distribution(lm.run(text, names=()).logits[0, -1])
+    return int((probs > probs[token_id]).sum()) + 1
+
+
+COLOURS = set("黑白紅红藍蓝綠绿黃黄粉紫灰橙棕")
+
+
+def test_gemma_try_sets_cover_every_language():
+    for lang in i18n.LANGS:
+        numbers = sorted({key.split(".")[3] for key in i18n.catalog(lang) if key.startswith("home.gemma.try.")})
+        assert numbers == ["1", "2", "3", "4"], (lang, numbers)
+    # The Chinese catalogs give Gemma Chinese prompts, each in its own script.
+    assert gemma_try("zh-Hant", 1)[0] == "台灣最高的山是" and gemma_try("zh-Hans", 1)[0] == "台湾最高的山是"
+    assert gemma_try("zh-Hant", 4)[0].startswith("貓坐在墊子上，因為它累了。")
+    assert gemma_try("zh-Hans", 4)[0].startswith("猫坐在垫子上，因为它累了。")
+
+
+def test_gemma_try_this_claims_hold_in_english(gemma):
+    # 1. "A fact: one candidate, ·Paris, stands far above the rest."
+    (i1, p1), (_, p2) = top(gemma, gemma_try("en", 1)[0])[:2]
+    assert gemma.token_text(i1) == " Paris" and p1 > 5 * p2 and p1 > 0.4
+    # 2. "An opinion: the probability spreads over many candidates."
+    assert top(gemma, gemma_try("en", 2)[0])[0][1] < 0.3
+    # 3. "... the model continues it with ·Friday."
+    assert gemma.token_text(top(gemma, gemma_try("en", 3)[0])[0][0]) == " Friday"
+    # 4. "星期 is a single token ... over 90% ... following its top choices gives 星期五."
+    prompt = gemma_try("en", 4)[0]
+    (i1, p1), = top(gemma, prompt, 1)
+    assert gemma.token_text(i1) == "星期" and p1 > 0.9
+    assert greedy(gemma, prompt, 3).startswith("星期五")
+
+
+@pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
+def test_gemma_try_this_claims_hold_in_chinese(gemma, lang):
+    # 1. The highest mountain: the top guess has under 5%, 玉 (of 玉山) is not in the top 20,
+    #    and the greedy text is fluent but wrong (the why quotes it).
+    prompt, why = gemma_try(lang, 1)
+    assert top(gemma, prompt, 1)[0][1] < 0.05
+    jade = gemma.encode("玉")[-1]
+    assert gemma.token_text(jade) == "玉" and rank(gemma, prompt, jade) > 20
+    written = greedy(gemma, prompt, 12)
+    assert "玉山" not in written
+    if lang == "zh-Hant":
+        assert written.startswith("台南的台南山") and "「台南的台南山」" in why
+    else:
+        assert "台湾山脉" in written and "台湾岛" in written and "“台湾山脉”“台湾岛”" in why
+    # 2. Favourite colour: spread out, and over colours.
+    prompt, _ = gemma_try(lang, 2)
+    candidates = top(gemma, prompt, 5)
+    assert candidates[0][1] < 0.3
+    assert sum(bool(set(gemma.token_text(i)) & COLOURS) for i, _ in candidates) >= 3
+    # 3. Weekdays: 星期 is one token with over 90%, and the greedy text is 星期五.
+    prompt, why = gemma_try(lang, 3)
+    (i1, p1), = top(gemma, prompt, 1)
+    assert gemma.token_text(i1) == "星期" and p1 > 0.9 and "90%" in why
+    assert greedy(gemma, prompt, 3).startswith("星期五")
+    # 4. The cat: a base model continues the story; the why quotes the sentence it writes.
+    prompt, why = gemma_try(lang, 4)
+    sentence = {"zh-Hant": "的腿很痛，所以它很累。", "zh-Hans": "的腿很长，它很累。"}[lang]
+    assert greedy(gemma, prompt, 12).startswith(sentence)
+    assert prompt[-1] + sentence in why
+
+
 def test_try_this_claims_hold_on_the_model(lm):
     # 1. "A fact: one candidate stands far above the rest."
     (_, p1), (_, p2) = top(lm, try_prompt(1))[:2]
@@ -55,17 +131,88 @@ def test_a_byte_piece_is_finished_by_the_model(lm):
     assert done[first][1] == int(lm.run(ids + [first], names=()).logits[0, -1].argmax())
 
 
+@pytest.mark.parametrize("model", ["smollm2-135m", "gemma-3-270m"])
 @pytest.mark.parametrize("lang", list(i18n.LANGS))
-def test_model_card_says_the_weights_are_a_quantized_copy(open_page, lm, lang):
-    at = open_page("home", lang=lang)
+def test_model_card_says_the_weights_are_a_quantized_copy(open_page, lm, gemma, lang, model):
+    loaded = {"smollm2-135m": lm, "gemma-3-270m": gemma}[model]
+    at = open_page("home", lang=lang, model=model)
     assert not errors(at)
     text = text_of(at)
-    assert lm.weight_formats and lm.embedding_format
-    for fmt in lm.weight_formats:
+    assert loaded.weight_formats and loaded.embedding_format
+    for fmt in loaded.weight_formats:
         assert fmt in text
     assert "float32" in text
-    low = min({"Q4_1": 4, "Q8_0": 8}.get(f, 99) for f in lm.weight_formats)
+    low = min({"Q4_1": 4, "Q4_K": 4, "Q5_0": 5, "Q6_K": 6, "Q8_0": 8}.get(f, 99) for f in loaded.weight_formats)
+    assert low == 4
     assert i18n.catalog(lang)["home.card.bits"].format(bits=low) in text
+
+
+def card(lang: str, key: str, **fields) -> str:
+    """The model-card line ``key`` as the page formats it."""
+    return i18n.catalog(lang)[f"home.card.{key}"].format(**fields)
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_gemma_model_card_shows_what_differs(open_page, gemma, lang):
+    at = open_page("home", lang=lang, model="gemma-3-270m")
+    assert not errors(at)
+    metrics = [m.value for m in at.metric]
+    assert metrics == ["18", "4", "1", "640", "256", "2,048", "262,144"]
+    text = text_of(at)
+    assert i18n.catalog(lang)["home.card.title"].format(name="Gemma 3 270M") in [s.value for s in at.subheader]
+    join = "、" if lang != "en" else ", "
+    expected = [
+        card(lang, "design.base"),
+        card(lang, "design.mqa", heads=4, kv=1, group=4),
+        card(lang, "design.head_width", heads=4, d_head=256, width="1,024", d_model="640"),
+        card(lang, "design.window", window="512", n_local=15, n=18, theta_local="10,000",
+             layers=join.join(["5", "11", "17"]), theta="1,000,000"),
+        card(lang, "design.mlp_gelu", d_ff="2,048"),
+        card(lang, "design.norms_sandwich"),
+        card(lang, "design.qk_norm", d_head=256),
+        card(lang, "design.embed_scaled", d_model=640, scale="25.3"),
+        i18n.catalog(lang)["home.gemma.card.licence"],
+    ]
+    for line in expected:
+        assert line in text, line
+    for absent in ("design.instruct", "design.gqa", "design.global", "design.mlp_silu", "design.norms_pre"):
+        assert i18n.catalog(lang)[f"home.card.{absent}"].split("{")[0] not in text, absent
+    assert "https://ai.google.dev/gemma/terms" in text
+    # The loop diagram and What to notice quote Gemma's sizes.
+    notice = i18n.catalog(lang)["home.notice.positions"].split("{")[0]
+    assert any(notice in m.value and "262,144" in m.value and "18" in m.value for m in at.markdown)
+
+
+def test_smollm2_model_card_shows_its_design(open_page, lm):
+    at = open_page("home", lang="en", model="smollm2-135m")
+    text = text_of(at)
+    for line in [card("en", "design.instruct"), card("en", "design.gqa", heads=9, kv=3, group=3),
+                 card("en", "design.global", theta="100,000"), card("en", "design.mlp_silu", d_ff="1,536"),
+                 card("en", "design.norms_pre"), card("en", "design.embed_plain"),
+                 card("en", "licence", licence="SmolLM2: Apache 2.0 (Hugging Face)")]:
+        assert line in text, line
+    for absent in ("QK-norm", "sliding-window", "√", "Gemma Terms", "Wide heads"):
+        assert absent not in text, absent
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_gemma_try_buttons_offer_its_own_prompts(open_page, gemma, lang):
+    at = open_page("home", lang=lang, model="gemma-3-270m", prompt="")
+    assert not errors(at)
+    at.button(key="try_0").click().run()
+    assert not errors(at)
+    assert at.text_area(key="prompt").value == gemma_try(lang, 1)[0]
+    assert gemma_try(lang, 1)[1] in text_of(at)
+
+
+def test_append_on_gemma_extends_the_prompt(open_page, gemma):
+    prompt = gemma_try("zh-Hant", 4)[0]
+    at = open_page("home", lang="zh-Hant", model="gemma-3-270m", prompt=prompt)
+    assert not errors(at)
+    assert at.button(key="append_0").label.startswith("的")
+    at.button(key="append_0").click().run()
+    assert not errors(at)
+    assert at.text_area(key="prompt").value == prompt + "的"
 
 
 def test_every_candidate_shown_has_an_append_button(open_page):
@@ -78,7 +225,7 @@ def test_every_candidate_shown_has_an_append_button(open_page):
 
 def test_appending_a_byte_piece_appends_the_whole_character(open_page, lm):
     prompt = try_prompt(4)
-    at = open_page("home", lang="zh-Hant", prompt=prompt)
+    at = open_page("home", lang="zh-Hant", prompt=prompt, model="smollm2-135m")
     assert "<E6 98>…" in at.button(key="append_0").label.replace("\\", "")
     at.button(key="append_0").click().run()
     assert not errors(at)
@@ -92,3 +239,14 @@ def test_one_token_prompt(open_page, lm):
     at = open_page("home", lang="en", prompt="Hello")
     assert not errors(at)
     assert "Your prompt is a single token" in text_of(at)
+
+
+@pytest.mark.parametrize("prompt", ["", "Hello", "\u200b\u202e", "𠀋𡈽", "<img src=x onerror=alert(1)>", "貓" * 400])
+def test_gemma_home_takes_odd_prompts(open_page, gemma, prompt):
+    at = open_page("home", lang="zh-Hant", model="gemma-3-270m", prompt=prompt)
+    assert not errors(at)
+    if prompt:
+        assert at.button(key="append_0")
+        at.button(key="append_0").click().run()
+        assert not errors(at)
+        assert "\ufffd" not in at.text_area(key="prompt").value

@@ -5,6 +5,8 @@ and the controls are bound to the URL. Short sequences keep the tests cheap."""
 from __future__ import annotations
 
 
+import math
+
 import pytest
 import torch
 
@@ -92,8 +94,9 @@ def test_chinese_pages(open_page, lang, word):
 
 
 @pytest.mark.parametrize("prompt", ["貓咪說：喵喵。貓咪", "🐱 says hi 🐱 says"])
-def test_chinese_and_emoji_prompts(open_page, prompt):
-    at = open_page("induction", lang="zh-Hans", prompt=prompt, params=SMALL)
+@pytest.mark.parametrize("model", ["smollm2-135m", "gemma-3-270m"])
+def test_chinese_and_emoji_prompts(open_page, prompt, model):
+    at = open_page("induction", lang="zh-Hans", prompt=prompt, params=SMALL, model=model)
     assert not errors(at)
     assert "site_chart" in charts(at)
 
@@ -126,7 +129,9 @@ def test_notices_follow_the_numbers(open_page, lm):
     else:
         assert "only" not in text.split("The best head in layers")[1].split(".")[0]
     copied = exp.mean_loss_second <= exp.mean_loss_first - 1.0
-    assert ("the second is copied" in text) == copied
+    assert ("the second is copied" in text) == (copied and exp.top1_second >= 0.5)
+    assert ("the second is much easier" in text) == (copied and exp.top1_second < 0.5)
+    assert f"right next token at {exp.top1_second:.0%} of the second copy's positions" in text
     ab = I.ablate(lm, exp.tokens, exp.scores, 4, seed=3, n_random=3, baseline=exp.mean_loss_second)
     move, random_move = ab.top_loss - ab.baseline, ab.random_mean - ab.baseline
     if move >= 0.1:
@@ -149,7 +154,7 @@ def test_citation():
 def test_chinese_prompt_reads_as_characters(open_page, lm):
     """The repeated-token choice and the strip show characters, not byte pieces (UX review row 10)."""
     prompt = "我吃魚，魚吃我。"
-    at = open_page("induction", lang="zh-Hant", prompt=prompt, params=SMALL)
+    at = open_page("induction", lang="zh-Hant", prompt=prompt, params=SMALL, model="smollm2-135m")
     assert not errors(at)
     readable = readable_texts(lm.tokenize(prompt))
     options = at.selectbox(key="site").options
@@ -158,3 +163,108 @@ def test_chinese_prompt_reads_as_characters(open_page, lm):
     assert options[-1] == f"{last}: {readable[last]}"
     strip = next(m.value for m in at.markdown if ":orange-background[" in m.value)
     assert "魚" in strip and "E9" not in strip
+
+
+# --------------------------------------------------------------------------- Gemma 3 270M
+
+GEMMA = "gemma-3-270m"
+
+
+def test_gemma_random_tokens_map_and_ablation(open_page, gemma):
+    """18 layers x 4 heads scored; head names, the ablation and every notice computed from the run."""
+    cfg = gemma.cfg
+    at = open_page("induction", lang="en", params=SMALL, model=GEMMA, prompt=GORP)
+    assert not errors(at)
+    figs, text = charts(at), notices(at)
+    exp = I.induction_experiment(gemma, seq_len=12, n_seqs=10, seed=3)
+    z = torch.tensor(figs["map_chart"]["data"][0]["z"])
+    assert z.shape == (cfg.n_layers, cfg.n_heads)
+    torch.testing.assert_close(z, exp.scores, atol=1e-5, rtol=0)
+    best = I.top_k_heads(exp.scores, 4)
+    assert f"The strongest induction head is {best[0][0]}.{best[0][1]}: {best[0][2]:.0%}" in text
+    for i, (layer, head, score) in enumerate(best[:3]):
+        assert figs[f"stripes_chart_{i}"]["layout"]["title"]["text"] == f"head {layer}.{head}: {score:.0%}"
+    # The global layers: how many of the top 4 sit there, from cfg.window.
+    in_global = sum(1 for layer, _, _ in best if cfg.window(layer) is None)
+    globals_ = ", ".join(str(layer) for layer in range(cfg.n_layers) if cfg.window(layer) is None)
+    if in_global == 4:
+        assert f"All of the top 4 sit in this model's global layers ({globals_})" in text
+    elif in_global == 0:
+        assert "None of the top 4 sits in this model's global layers" in text
+    else:
+        assert f"{in_global} of the top 4 sit in this model's global layers ({globals_})" in text
+    assert f"These 24-token sequences fit inside the {cfg.sliding_window}-token window" in text
+    # The loss, against the uniform guess over Gemma's vocabulary.
+    uniform = math.log(cfg.vocab_size)
+    assert f"a uniform guess over the {cfg.vocab_size:,} vocabulary entries would score {uniform:.2f}" in text
+    assert ("even worse than a uniform guess" in text) == (exp.mean_loss_first > uniform)
+    # The ablation: zeroing the top 4 raises the loss on the second copy; random heads less.
+    ab = I.ablate(gemma, exp.tokens, exp.scores, 4, seed=3, n_random=3, baseline=exp.mean_loss_second)
+    bars = figs["ablation_chart"]["data"][0]["y"]
+    assert bars == pytest.approx([ab.baseline, ab.top_loss, *ab.random_losses], abs=1e-4)
+    assert ab.top_loss > ab.baseline + 1.0 and ab.top_loss > ab.random_mean
+    assert f"raises the loss on the second copy from {ab.baseline:.2f} to {ab.top_loss:.2f}" in text
+    assert f"**Top heads zeroed:** {', '.join(f'{l}.{h}' for l, h, _ in best)}" in text_of(at)
+
+
+def try_set(lang: str, model: str) -> list[str]:
+    cat = i18n.catalog(lang)
+    prefix = "induction.gemma.try." if model == GEMMA else "induction.try."
+    n = sorted({k[len(prefix):].split(".")[0] for k in cat if k.startswith(prefix)})
+    return [cat[f"{prefix}{i}.prompt"] for i in n]
+
+
+@pytest.mark.parametrize("model", ["smollm2-135m", GEMMA])
+@pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
+def test_try_this_prompts_copy(lm, gemma, lang, model):
+    """Each Try-this on the model it runs on: at the last repeated token (the page's default
+    site) some head puts most of its attention on B, the token after the earlier copy, and the
+    model gives B far more probability than after the first A (the "why" texts ask exactly this)."""
+    m = gemma if model == GEMMA else lm
+    prompts = try_set(lang, model)
+    assert len(prompts) == 3
+    for prompt in prompts:
+        run = m.run(prompt, names=[f"blocks.{layer}.attn.hook_pattern" for layer in range(m.cfg.n_layers)])
+        site = I.repeat_sites(m, run)[-1]
+        b = site.targets[-1]
+        ids = run.ids[0]
+        p2 = float(run.logits[0, site.query].softmax(-1)[ids[b]])
+        p1 = float(run.logits[0, b - 1].softmax(-1)[ids[b]])
+        assert float(site.grid.max()) > 0.5, prompt
+        assert p2 > 0.3 and p2 > 10 * p1, (prompt, p1, p2)
+
+
+@pytest.mark.parametrize("lang,b", [("zh-Hant", "芭"), ("zh-Hans", "芒果")])
+def test_gemma_repeated_chinese_sentence(open_page, gemma, lang, b):
+    """The Chinese Try-this on Gemma: a sentence said twice. Its induction heads attend from the
+    second copy's last token to the token after the first copy's; the second copy's loss drops."""
+    prompt = try_set(lang, GEMMA)[0]
+    sentence_end = prompt.index("。") + 1
+    assert prompt[sentence_end:] == prompt[:len(prompt) - sentence_end]          # the second copy repeats the first
+    run = gemma.run(prompt, names=[f"blocks.{layer}.attn.hook_pattern" for layer in range(gemma.cfg.n_layers)])
+    ids = run.ids[0].tolist()
+    site = I.repeat_sites(gemma, run)[-1]
+    assert gemma.token_text(ids[site.targets[-1]]) == b
+    exp = I.induction_experiment(gemma, seq_len=12, n_seqs=10, seed=3)
+    top = {(layer, head) for layer, head, _ in I.top_k_heads(exp.scores, 4)}
+    flat = site.grid.flatten()
+    best = int(flat.argmax())
+    assert (best // gemma.cfg.n_heads, best % gemma.cfg.n_heads) in top              # the page's "also" sentence
+    # Loss per token: the second copy (after its first token) far below the first copy.
+    n_first = len(gemma.tokenize(prompt[:sentence_end]))                            # <bos> + the first sentence
+    loss = -run.logits[0, :-1].log_softmax(-1).gather(-1, run.ids[0, 1:, None])[:, 0]
+    first = loss[1:n_first - 1].mean()                                              # predicting tokens 2..end of copy 1
+    second = loss[n_first:].mean()                                                  # predicting copy 2's tokens 2..
+    assert float(second) < float(first) / 4
+    at = open_page("induction", lang=lang, prompt=prompt, params=SMALL, model=GEMMA)
+    assert not errors(at)
+    p2 = float(run.logits[0, site.query].softmax(-1)[ids[site.targets[-1]]])
+    assert f"**{p2:.1%}**" in text_of(at)
+    assert "site_chart" in charts(at)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-Hant"])
+def test_gemma_short_prompts(open_page, lang):
+    at = open_page("induction", lang=lang, prompt="Hi", params=SMALL, model=GEMMA)
+    assert not errors(at)
+    assert "map_chart" in charts(at) and "site_chart" not in charts(at)

@@ -20,15 +20,26 @@ PAGE = "residual"
 CHARTS = ["sum_chart", "norms_chart", "lens_chart", "rank_chart", "dla_chart", "heads_chart", "norm_chart", "grad_chart"]
 
 
+def sink_layers(lm):
+    return range(lm.cfg.n_layers // 2, lm.cfg.n_layers)
+
+
 def model_run(lm, prompt):
-    names = sorted(set(A.dla_names(lm)) | set(NO.residual_names(lm)) | set(LL.logit_lens_names(lm))
-                   | set(NO.sink_names(lm, range(15, 30))))
+    names = sorted(set(A.dla_names(lm)) | set(NO.residual_names(lm)) | set(LL.logit_lens_names(lm, include_embed=True))
+                   | set(NO.sink_names(lm, sink_layers(lm))) | set(NO.sublayer_write_names(lm)))
     return lm.run(prompt, names=names)
 
 
-@pytest.mark.parametrize("lang", list(i18n.LANGS))
-def test_default_prompt_every_language(open_page, lm, lang):
-    at = open_page(PAGE, lang=lang)
+@pytest.fixture
+def models(lm, gemma):
+    return {"smollm2-135m": lm, "gemma-3-270m": gemma}
+
+
+@pytest.mark.parametrize("lang,model", [("en", "smollm2-135m"), ("zh-Hant", "gemma-3-270m"), ("zh-Hans", "smollm2-135m"),
+                                        ("en", "gemma-3-270m")])
+def test_default_prompt_every_language(open_page, models, lang, model):
+    lm = models[model]
+    at = open_page(PAGE, lang=lang, model=model)
     assert not errors(at)
     for key in CHARTS:
         chart(at, key)
@@ -37,7 +48,7 @@ def test_default_prompt_every_language(open_page, lm, lang):
     predicted = int(run.logits[0, -1].argmax())
     # the waterfall: 61 parts adding up to the final vector's length
     water = chart(at, "sum_chart")["data"][0]
-    final = run.cache["blocks.29.hook_resid_post"][0, -1]
+    final = run.cache[f"blocks.{lm.cfg.n_layers - 1}.hook_resid_post"][0, -1]
     assert len(water["y"]) == 1 + 2 * lm.cfg.n_layers + 1
     assert sum(water["y"][:-1]) == pytest.approx(float(final.norm()), rel=1e-4)
     assert water["y"][-1] == pytest.approx(float(final.norm()), rel=1e-5)
@@ -52,7 +63,16 @@ def test_default_prompt_every_language(open_page, lm, lang):
     # the heads of the chosen block add up to its attention bar
     layer = at.slider(key="head_layer").value
     heads = chart(at, "heads_chart")["data"][0]["y"]
+    assert len(heads) == lm.cfg.n_heads
     assert sum(heads) == pytest.approx(dla[1]["y"][layer], abs=1e-3)
+    # what each sub-layer computes and adds: with post-norms two lines per sub-layer, else one
+    writes = NO.sublayer_writes(lm, run, -1)
+    post = chart(at, "post_chart")["data"]
+    assert len(post) == (4 if lm.cfg.post_norms else 2)
+    assert post[-1]["y"] == pytest.approx(writes.written[:, 1].tolist(), rel=1e-4)
+    if lm.cfg.post_norms:
+        assert post[0]["y"] == pytest.approx(writes.computed[:, 0].tolist(), rel=1e-4)
+    assert at.number_input(key="lens_cols").value == 12 and at.slider(key="layer").value == lm.cfg.n_layers // 3
 
 
 def test_norms_heatmap_matches_the_model(open_page, lm):
@@ -69,13 +89,15 @@ def test_norms_heatmap_matches_the_model(open_page, lm):
     info = " ".join(i.value for i in at.info)
     worst = max(massive, key=lambda m: m.norm)
     assert f"{worst.norm:,.0f}" in info and str(worst.dim) in info
-    share = float(NO.first_token_attention(lm, run, layers=range(15, 30)).mean())
+    share = float(NO.first_token_attention(lm, run, layers=sink_layers(lm)).mean())
     assert f"{share:.0%}" in info
 
 
-@pytest.mark.parametrize("prompt", ["貓坐在墊子上，因為牠累了。", "🐱 cats 😀 and 🐶 dogs 👍🏽", "Hi"])
-def test_odd_prompts(open_page, lm, prompt):
-    at = open_page(PAGE, lang="zh-Hans", prompt=prompt)
+@pytest.mark.parametrize("prompt,model", [("貓坐在墊子上，因為牠累了。", "smollm2-135m"), ("🐱 cats 😀 and 🐶 dogs 👍🏽", "gemma-3-270m"),
+                                          ("Hi", "smollm2-135m"), ("Hi", "gemma-3-270m")])
+def test_odd_prompts(open_page, models, prompt, model):
+    lm = models[model]
+    at = open_page(PAGE, lang="zh-Hans", prompt=prompt, model=model)
     assert not errors(at)
     n_tokens = len(lm.tokenize(prompt))
     lens = chart(at, "lens_chart")["data"][0]
@@ -194,9 +216,82 @@ def test_echo_claim_follows_the_count(open_page, lm, prompt):
 def test_chinese_prompt_reads_as_characters(open_page, lang):
     """ux review row 10: token choices, chart titles and notices show 我¹ rather than <E6 88>;
     lists and brackets are Chinese (chinese review zh 12)."""
-    at = open_page(PAGE, lang=lang, prompt="我吃魚，魚吃我。")
+    at = open_page(PAGE, lang=lang, prompt="我吃魚，魚吃我。", model="smollm2-135m")
     assert not errors(at)
     options = at.selectbox(key="pos").options
     assert any("我¹" in o for o in options) and not any("<E6" in o for o in options)
     text = notices(at)
     assert "), " not in text and " (" not in text and "）、" in text
+
+
+PART = {"en": ("attn {}", "MLP {}"), "zh-Hant": ("注意力 {}", "MLP {}"), "zh-Hans": ("注意力 {}", "MLP {}")}
+
+
+@pytest.mark.parametrize("lang,model", [("en", "gemma-3-270m"), ("zh-Hant", "gemma-3-270m"), ("zh-Hans", "gemma-3-270m")])
+def test_gemma_try_this_claims(open_page, gemma, lang, model):
+    """Gemma's own Try-this set (Chinese prompts in the Chinese catalogs): each answer, the depth
+    from which it stays on top in the lens, and the largest direct contributions, computed here."""
+    lm = gemma
+    at = open_page(PAGE, lang=lang, model=model)
+    assert not errors(at)
+    catalog = i18n.catalog(lang)
+    texts = [m.value for m in at.markdown]
+    if lang != "en":
+        assert all(any("\u4e00" <= ch <= "\u9fff" for ch in catalog[f"residual.gemma.try.{k}.prompt"]) for k in (1, 2, 3, 4))
+    for k in (1, 2, 3):
+        try_run = model_run(lm, catalog[f"residual.gemma.try.{k}.prompt"])
+        answer = int(try_run.logits[0, -1].argmax())
+        lens = LL.logit_lens(lm, try_run, positions=[-1], include_embed=True)
+        start = LL.first_depth_on_top(lens, 0)
+        dla = A.direct_logit_attribution(lm, try_run, answer)
+        both = torch.cat([dla.attn, dla.mlp])
+        best = int(both.abs().argmax())
+        name = PART[lang][0 if best < lm.cfg.n_layers else 1].format(best % lm.cfg.n_layers)
+        why = next(t for t in texts if t.startswith(catalog[f"residual.gemma.try.{k}.why"]))
+        assert f"`{lm.token_text(answer).replace(' ', '·')}`" in why
+        assert name in why and f"{float(both[best]):+.2f}" in why, why
+        if start == lm.cfg.n_layers - 1:
+            assert catalog["residual.try_detail.lens_last"].split("{")[0] in why or "only after the last block" in why
+        else:
+            assert str(start) in why
+    try_run = model_run(lm, catalog["residual.gemma.try.4.prompt"])
+    top = torch.topk(try_run.logits[0, -1], 4).indices.tolist()
+    diff = A.direct_logit_attribution(lm, try_run, top[0], other_token=top[3])
+    why = next(t for t in texts if t.startswith(catalog["residual.gemma.try.4.why"]))
+    assert float(diff.attn.max()) > 0 and float(diff.mlp.min()) < 0
+    assert f"{float(diff.attn.max()):+.2f}" in why and f"{float(diff.mlp.min()):+.2f}" in why
+
+
+def test_gemma_shows_its_sandwich_norms(open_page, gemma):
+    """The residual page on Gemma: the sandwich diagram is marked as this model's, the post-norm
+    chart shows what each sub-layer computes and adds (from ln1_post/ln2_post's scales), the
+    notice's numbers are this run's, the parts still add up to the final vector, and each head's
+    attribution (through ln1_post) sums to its block's attention bar."""
+    prompt = "貓坐在墊子上，因為它累了。"
+    at = open_page(PAGE, lang="zh-Hant", prompt=prompt, params={"head_layer": 5}, model="gemma-3-270m")
+    assert not errors(at) and not at.warning
+    cat = i18n.catalog("zh-Hant")
+    bold = [m.value for m in at.markdown]
+    assert f"**{cat['residual.gemma.diag.sandwich_title']}**" in bold and f"**{cat['residual.gemma.diag.pre_title']}**" in bold
+    specs = [g.proto.spec for g in at.get("graphviz_chart")]
+    assert any(cat["residual.diag.post_norm"] in spec for spec in specs)
+    run = model_run(gemma, prompt)
+    writes = NO.sublayer_writes(gemma, run, -1)
+    post = chart(at, "post_chart")["data"]
+    assert [t["name"] for t in post] == [cat[f"residual.post.{k}"] for k in
+                                        ("computed_attn", "written_attn", "computed_mlp", "written_mlp")]
+    assert post[2]["y"] == pytest.approx(writes.computed[:, 1].tolist(), rel=1e-4)
+    gain = writes.written / writes.computed
+    i, j = divmod(int(gain.argmax()), 2)
+    text = notices(at)
+    assert f"{float(writes.written[i, j]):,.0f}" in text and f"{float(writes.computed[:, :].max()):,.0f}" in text
+    assert f"{float(writes.written.min()):,.0f}" in text
+    # the running sum still adds up (embedding after √d_model, writes after the post-norms)
+    water = chart(at, "sum_chart")["data"][0]
+    final = run.cache[f"blocks.{gemma.cfg.n_layers - 1}.hook_resid_post"][0, -1]
+    assert sum(water["y"][:-1]) == pytest.approx(float(final.norm()), rel=1e-4)
+    assert water["y"][0] == pytest.approx(float(A.residual_decomposition(gemma, run, -1).along_final[0]), rel=1e-4)
+    # heads through ln1_post add up to block 5's attention bar
+    heads = chart(at, "heads_chart")["data"][0]["y"]
+    dla = chart(at, "dla_chart")["data"]
+    assert len(heads) == gemma.cfg.n_heads and sum(heads) == pytest.approx(dla[1]["y"][5], abs=1e-3)

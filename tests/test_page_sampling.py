@@ -11,6 +11,7 @@ import torch
 from lesson_model.analysis import sampling_demo as sd
 from lesson_model.sampling import next_token_distribution
 from ui import i18n
+from ui.text import md_escape, shorten
 
 pytestmark = pytest.mark.slow
 
@@ -32,13 +33,20 @@ def by_title(at, text: str) -> dict:
     raise AssertionError(f"no chart titled {text!r}")
 
 
+SMOLLM2, GEMMA = "smollm2-135m", "gemma-3-270m"
+FIXTURE = {SMOLLM2: "lm", GEMMA: "gemma"}
+# Every catalog on every model: the Chinese catalogs on Gemma (their visitors' default) and on SmolLM2.
+LANG_MODELS = [(lang, model) for model in (SMOLLM2, GEMMA) for lang in i18n.LANGS]
+
+
 def last_logits(lm, prompt: str) -> torch.Tensor:
     return lm.run(prompt, names=[]).logits[0, -1]
 
 
-@pytest.mark.parametrize("lang", list(i18n.LANGS))
-def test_default_page_matches_the_model(open_page, lm, lang):
-    at = open_page("sampling", lang=lang)
+@pytest.mark.parametrize("lang,model", [("en", SMOLLM2), ("zh-Hant", GEMMA), ("zh-Hans", GEMMA), ("en", GEMMA)])
+def test_default_page_matches_the_model(open_page, request, lang, model):
+    lm = request.getfixturevalue(FIXTURE[model])
+    at = open_page("sampling", lang=lang, model=model)
     assert not at.exception, [e.value for e in at.exception]
     cat = i18n.catalog(lang)
     assert at.title[0].value == cat["nav.sampling"]
@@ -48,9 +56,10 @@ def test_default_page_matches_the_model(open_page, lm, lang):
     shown = [p / 100 for p in top["data"][1]["x"]]                 # the probability bars, in percent
     expected = torch.topk(probs, len(shown)).values.tolist()
     assert shown == pytest.approx(expected, abs=1e-5)
-    # metrics: 49,152 logits, probabilities sum to 1
+    # metrics: one logit per vocabulary entry of this model (49,152 / 262,144), probabilities sum to 1
     values = {m.label: m.value for m in at.metric}
-    assert values[cat["sampling.metric.logits"]] == "49,152"
+    assert values[cat["sampling.metric.logits"]] == f"{lm.cfg.vocab_size:,}"
+    assert values[cat["sampling.metric.vector"]] == f"{lm.cfg.d_model:,}"
     assert values[cat["sampling.metric.sum"]] == "1.0000"
     # the four-candidate table, computed exactly
     four = at.dataframe[0].value
@@ -123,10 +132,11 @@ def test_sample_histogram_is_seeded(open_page, lm):
     assert by_title(other, "500 draws")["data"][1]["y"] != shown
 
 
-@pytest.mark.parametrize("lang,prompt", [("zh-Hant", "從前有一隻小貓，牠"), ("zh-Hans", "今天天气很好，我们"),
-                                         ("en", "I love 🍕 and 🐱")])
-def test_chinese_and_emoji_prompts(open_page, lm, lang, prompt):
-    at = open_page("sampling", lang=lang, prompt=prompt)
+@pytest.mark.parametrize("lang,prompt,model", [("zh-Hant", "從前有一隻小貓，牠", GEMMA), ("zh-Hans", "今天天气很好，我们", GEMMA),
+                                               ("zh-Hant", "從前有一隻小貓，牠", SMOLLM2), ("en", "I love 🍕 and 🐱", SMOLLM2)])
+def test_chinese_and_emoji_prompts(open_page, request, lang, prompt, model):
+    lm = request.getfixturevalue(FIXTURE[model])
+    at = open_page("sampling", lang=lang, prompt=prompt, model=model)
     assert not at.exception
     cat = i18n.catalog(lang)
     top = by_title(at, cat["sampling.top.title"])
@@ -154,23 +164,34 @@ def notices(at) -> str:
     return " ".join(m.value for m in at.markdown)
 
 
-@pytest.mark.parametrize("lang", list(i18n.LANGS))
-def test_try_this_lines_hold_on_their_prompts(open_page, lm, lang):
+@pytest.mark.parametrize("lang,model", LANG_MODELS)
+def test_try_this_lines_hold_on_their_prompts(open_page, request, lang, model):
     """Each Try-this line states its point only because the model's numbers on that prompt bear
-    it out; the numbers are checked here straight from the model's logits."""
+    it out; the numbers are checked here straight from the model's logits, on the model the page
+    runs (its own prompts: Chinese ones in the Chinese catalogs on Gemma)."""
+    lm = request.getfixturevalue(FIXTURE[model])
     cat = i18n.catalog(lang)
-    at = open_page("sampling", lang=lang, prompt="Hello")
+    tag = "gemma" if model == GEMMA else "smollm2"
+
+    def key(k: str) -> str:        # the model's variant when the catalog has one, as page.t reads it
+        return cat[f"sampling.{tag}.{k}"] if f"sampling.{tag}.{k}" in cat else cat[f"sampling.{k}"]
+
+    at = open_page("sampling", lang=lang, prompt="Hello", model=model)
     assert not at.exception
     shown = [m.value for m in at.markdown]
+    buttons = [b.label for b in at.button if (b.key or "").startswith("try_")]
+    assert buttons == [md_escape(shorten(key(f"try.{n}.prompt"), 60)) for n in range(1, 6)]
+    if model == GEMMA and lang != "en":       # Chinese prompts on Gemma (the counting one is digits)
+        assert all(re.search("[\u4e00-\u9fff]", key(f"try.{n}.prompt")) for n in (1, 2, 4, 5))
 
     def line(n: int) -> str:
-        why = cat[f"sampling.try.{n}.why"]
+        why = key(f"try.{n}.why")
         found = [m for m in shown if m.startswith(why)]
         assert found, f"try {n}: its point is not shown (the page fell back to the plain line)"
         return found[0]
 
     def facts(n: int):
-        logits = last_logits(lm, cat[f"sampling.try.{n}.prompt"]).double()
+        logits = last_logits(lm, key(f"try.{n}.prompt")).double()
         p = logits.softmax(-1)
         return logits, p, int(p.argmax())
 
@@ -187,7 +208,7 @@ def test_try_this_lines_hold_on_their_prompts(open_page, lm, lang):
     # 3. counting: the likeliest token is a lone space; digits and spaces are tokens of their own
     logits, p, best = facts(3)
     assert lm.token_text(best) == " " and float(p[best]) > 0.5
-    assert [t.text for t in lm.tokenize(cat["sampling.try.3.prompt"])][:6] == ["1", ",", " ", "2", ",", " "]
+    assert [t.text for t in lm.tokenize(key("try.3.prompt")) if not t.special][:6] == ["1", ",", " ", "2", ",", " "]
     line(3)
     # 4. many continuations: entropy of 4+ bits, top-k 40 cuts off 10%+ of the probability
     logits, p, best = facts(4)
@@ -195,16 +216,22 @@ def test_try_this_lines_hold_on_their_prompts(open_page, lm, lang):
     cut = 1 - float(p.sort(descending=True).values[:40].sum())
     assert bits >= 4 and cut >= 0.1
     assert f"{cut:.1%}" in line(4)
-    # 5. Chinese: a third or more of the 10 likeliest tokens are byte pieces; most characters split
-    prompt = cat["sampling.try.5.prompt"]
+    # 5. Chinese. SmolLM2: a third or more of the 10 likeliest tokens are byte pieces; most characters
+    # split. Gemma: no byte piece among them, and every character of the prompt is whole in a token.
+    prompt = key("try.5.prompt")
     logits, p, best = facts(5)
     top10 = lm.tokenizer.tokens(p.topk(10).indices.tolist())
-    assert sum(t.is_partial for t in top10) >= 10 // 3
     toks = lm.tokenize(prompt)
     split = {ch for t in toks if t.is_partial for ch in prompt[t.start:t.end]}
     hanzi = [ch for ch in prompt if "\u4e00" <= ch <= "\u9fff"]
-    assert len([ch for ch in hanzi if ch in split]) > len(hanzi) / 2
-    assert f"{sum(t.is_partial for t in top10)}" in line(5)
+    if model == GEMMA:
+        assert not any(t.is_partial for t in top10) and not split
+        assert any(len(t.text) > 1 and all("\u4e00" <= ch <= "\u9fff" for ch in t.text) for t in toks + top10)  # some words
+        assert f"`{top10[0].text}`" in line(5)
+    else:
+        assert sum(t.is_partial for t in top10) >= 10 // 3
+        assert len([ch for ch in hanzi if ch in split]) > len(hanzi) / 2
+        assert f"{sum(t.is_partial for t in top10)}" in line(5)
 
 
 def test_notices_read_right_on_odd_prompts(open_page, lm):
@@ -220,8 +247,12 @@ def test_notices_read_right_on_odd_prompts(open_page, lm):
     assert "the last 256 tokens" in notices(cut) and "`·dog`" in notices(cut)
 
 
-def test_chinese_prompt_labels_read_as_characters(open_page, lm):
-    at = open_page("sampling", lang="zh-Hant", prompt="我吃魚，魚吃我")
+def test_chinese_prompt_labels_read_as_characters(open_page, lm, gemma):
+    at = open_page("sampling", lang="zh-Hant", prompt="我吃魚，魚吃我", model=SMOLLM2)
     assert not at.exception
     assert [t.text for t in lm.tokenize("我")] == ["<E6 88>", "<91>"]
     assert "`我²`" in notices(at)                    # the last token, <91>, read as the second piece of 我
+    whole = open_page("sampling", lang="zh-Hant", prompt="我吃魚，魚吃我", model=GEMMA)
+    assert not whole.exception
+    assert [t.text for t in gemma.tokenize("我吃魚") if not t.special] == ["我", "吃", "魚"]
+    assert "`我`" in notices(whole) and "`我²`" not in notices(whole)       # one character, one token

@@ -14,6 +14,13 @@ pytestmark = pytest.mark.slow
 
 CHINESE = "我喜歡貓，因為牠們很可愛。"
 EMOJI = "I love pizza 🍕👍🏽"
+SMOL, GEMMA = "smollm2-135m", "gemma-3-270m"
+MODELS = [SMOL, GEMMA]
+
+
+@pytest.fixture
+def models(lm, gemma):
+    return {SMOL: lm, GEMMA: gemma}
 
 
 def metric(at, label: str) -> str:
@@ -24,26 +31,31 @@ def markdown(at) -> str:
     return "\n".join(m.value for m in at.markdown)
 
 
+@pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("lang", list(i18n.LANGS))
 @pytest.mark.parametrize("prompt", [None, CHINESE, EMOJI])
-def test_counts_and_ids_match_the_tokenizer(open_page, lm, lang, prompt):
-    at = open_page("tokens", lang=lang, prompt=prompt)
+def test_counts_and_ids_match_the_tokenizer(open_page, models, model, lang, prompt):
+    lm = models[model]
+    at = open_page("tokens", lang=lang, prompt=prompt, model=model)
     assert not at.exception, [e.value for e in at.exception]
     text = prompt if prompt is not None else i18n.catalog(lang)["prompt.default"]
     ids = lm.encode(text)
     cat = i18n.catalog(lang)
-    assert metric(at, cat["tokens.count.tokens"]) == f"{len(ids):,}"
+    added = int(lm.tokenizer.leading_bos(ids, text))             # Gemma's <bos>, counted apart
+    assert added == (model == GEMMA)
+    assert metric(at, cat["tokens.count.tokens"]) == f"{len(ids) - added:,}"
     assert metric(at, cat["tokens.count.bytes"]) == f"{len(text.encode('utf-8')):,}"
     assert metric(at, cat["tokens.count.chars"]) == f"{len(text):,}"
     assert chart(at, "token_ids")["data"][0]["customdata"] == ids[:64]
     # The parallel-sentence chart shows the tokenizer's own counts.
     spec = chart(at, "cost_parallel")
-    assert [trace["x"] for trace in spec["data"]] == [[len(lm.encode(row[s])) for row in PARALLEL] for s in range(3)]
+    assert [trace["x"] for trace in spec["data"]] == [[len(lm.encode(row[s])) - added for row in PARALLEL]
+                                                      for s in range(3)]
     assert at.title[0].value == cat["nav.tokens"]
 
 
 def test_chinese_prompt_lists_split_characters(open_page, lm):
-    at = open_page("tokens", lang="zh-Hant", prompt=CHINESE)
+    at = open_page("tokens", lang="zh-Hant", prompt=CHINESE, model=SMOL)
     text = markdown(at)
     groups = T.split_characters(lm.tokenize(CHINESE), CHINESE)
     assert groups, "this prompt should contain characters split over byte tokens"
@@ -114,11 +126,14 @@ def test_try_button_sets_the_prompt(open_page, lm):
 
 @pytest.mark.parametrize("lang", list(i18n.LANGS))
 def test_characters_the_tokenizer_drops_are_named(open_page, lang):
-    at = open_page("tokens", lang=lang, prompt="tab\x04here")
+    at = open_page("tokens", lang=lang, prompt="tab\x04here", model=SMOL)
     assert not at.exception, [e.value for e in at.exception]
     warnings = [w.value for w in at.warning]
     assert any("U+0004" in w for w in warnings), warnings
-    at = open_page("tokens", lang=lang, prompt=CHINESE)
+    # Gemma's byte fallback holds every byte: nothing is dropped, nothing is reported
+    at = open_page("tokens", lang=lang, prompt="tab\x04here", model=GEMMA)
+    assert not at.exception and not any("U+" in w.value for w in at.warning)
+    at = open_page("tokens", lang=lang, prompt=CHINESE, model=SMOL)
     assert not any("U+" in w.value for w in at.warning)
 
 
@@ -161,7 +176,7 @@ def test_merge_rank_remark_follows_the_rank(open_page, lm):
 
 
 def test_cost_notice_gives_both_ratios(open_page, lm):
-    at = open_page("tokens", lang="en")
+    at = open_page("tokens", lang="en", model=SMOL)
     en, hant, hans = (sum(len(lm.encode(row[s])) for row in PARALLEL) for s in range(3))
     assert f"about {hant / en:.1f}× and {hans / en:.1f}× as many" in markdown(at)
     spec = chart(at, "cost_parallel")
@@ -184,3 +199,127 @@ def test_try_this_claims_hold_for_the_tokenizer(lm):
             assert len(lm.tokenize(" " + word)) > 1
         code = [t.text for t in lm.tokenize(cat["tokens.try.6.prompt"])]
         assert any(t.startswith("\n") and t.strip() == "" and len(t) > 1 for t in code)
+
+
+# --------------------------------------------------------------------------- Gemma 3 270M
+
+def test_gemma_chinese_prompt_is_whole_characters(open_page, gemma):
+    at = open_page("tokens", lang="zh-Hant", prompt="我吃魚，魚吃我。", model=GEMMA)
+    assert not at.exception
+    text = markdown(at)
+    cat = i18n.catalog("zh-Hant")
+    assert not T.split_characters(gemma.tokenize("我吃魚，魚吃我。"), "我吃魚，魚吃我。")
+    assert cat["tokens.notice.no_split_sp"] in text and ":gray-background[" not in text
+    assert "\\<bos\\>" in text                                        # the <bos> chip comes first
+    captions = " ".join(c.value for c in at.caption)
+    assert "`<bos>`（編號 2）" in captions
+
+
+def test_gemma_has_no_chat_template_and_says_so(open_page, gemma):
+    at = open_page("tokens", lang="en", prompt="Hi <start_of_turn>there", model=GEMMA)
+    assert not at.exception, [e.value for e in at.exception]
+    assert not T.has_chat_template(gemma)
+    info = " ".join(i.value for i in at.info)
+    assert "**base model**" in info and "`<bos>` (id 2)" in info and "`<start_of_turn>` (105)" in info
+    facts = T.vocabulary_facts(gemma)
+    named = [i for i, piece in facts.special if not piece.startswith("<unused")]
+    assert f"{len(facts.special) - len(named):,} are unused placeholders" in info
+    text = markdown(at)
+    # the typed marker is a special token; the tokenizer's own <bos> is not counted as typed
+    assert "1 more special token(s) come from your own text: `<start_of_turn>` (105)" in text
+    n = T.text_counts(gemma, "Hi <start_of_turn>there").tokens
+    assert f"your {n} tokens go in as they are, after `<bos>`: {n + 1} tokens in all" in text
+    # the Gemma injection experiment: its markers are special ids, the literal reading has none
+    default = i18n.catalog("en")["tokens.gemma.chat.inject_default"]
+    found = T.typed_special_tokens(gemma, default)
+    assert [t.id for t in found] == [106, 105]
+    assert "2 special token(s) came out of this plain text: `<end_of_turn>` (106), `<start_of_turn>` (105)" in text
+    literal = T.literal_tokens(gemma, default)
+    assert f"Read literally, the same text is {len(literal)} ordinary tokens" in text
+    assert not any(t.special for t in literal)
+    # typing <bos> gives the special id too
+    assert [(t.id, t.added) for t in gemma.tokenize("<bos>") if t.special] == [(2, True), (2, False)]
+
+
+def test_gemma_vocabulary_and_math(open_page, gemma):
+    at = open_page("tokens", lang="en", prompt="the cat", model=GEMMA)
+    assert not at.exception
+    facts = T.vocabulary_facts(gemma)
+    assert metric(at, "Entries") == f"{gemma.cfg.vocab_size:,}"
+    assert metric(at, "Merge rules") == f"{facts.n_merges:,}" and metric(at, "Single bytes") == "256"
+    assert metric(at, "Single characters") == f"{facts.n_chars:,}"
+    hist = chart(at, "vocab_lengths")["data"][0]
+    assert sum(hist["y"]) == facts.size - len(facts.special)
+    text = markdown(at)
+    assert f"+ {facts.n_merged:,} merged pieces = **{facts.size:,}** entries" in text
+    steps = T.bpe_merge_steps(gemma, " strawberry")
+    assert steps[-1].pieces == (" strawberry",)
+    assert f"(makes id {gemma.encode(' strawberry')[1]:,})" in text       # the last step makes the token
+    # merge-order remark: lower id first, no "rule n" claim (ranks are not id offsets here)
+    assert not facts.rank_is_id_offset and facts.merges_follow_ids
+    ids = [t.id for t in gemma.tokenize("the cat")[1:]]
+    assert f"has the lowest id ({min(ids):,})" in text and f"id {min(ids):,}: merge rule" not in text
+    captions = " ".join(c.value for c in at.caption)
+    assert f"{facts.byte_range.first}–{facts.byte_range.last} are the byte-fallback pieces" in captions
+
+
+def test_gemma_cost_is_about_a_character_a_token(open_page, gemma, lm):
+    at = open_page("tokens", lang="en", model=GEMMA)
+    en, hant, hans = (sum(T.text_counts(gemma, row[s]).tokens for row in PARALLEL) for s in range(3))
+    zh_chars = sum(len(row[1]) for row in PARALLEL), sum(len(row[2]) for row in PARALLEL)
+    assert hant <= en and hans <= en            # the prose: no more tokens in Chinese than in English
+    assert zh_chars[0] / hant >= 1 and zh_chars[1] / hans >= 1      # a character a token, or better
+    assert f"with {zh_chars[0] / hant:.2f} and {zh_chars[1] / hans:.2f} Chinese characters per token" in markdown(at)
+    smol = [sum(T.text_counts(lm, row[s]).tokens for row in PARALLEL) for s in range(3)]
+    assert smol[1] > 2 * smol[0] * 0.9 and sum(len(row[1]) for row in PARALLEL) / smol[1] < 1   # SmolLM2: bytes
+
+
+def test_gemma_bad_input_is_handled(open_page):
+    for prompt in ["x", "▁▁ ▁", "\U00040000\x00\u200b", "貓" * 3000]:
+        at = open_page("tokens", lang="zh-Hans", prompt=prompt, model=GEMMA)
+        assert not at.exception, (prompt[:10], [e.value for e in at.exception])
+    at = open_page("tokens", lang="en", model=GEMMA, params={"letter": "xyz", "ids": "maybe", "word": "w" * 100,
+                                                             "inject": "<bos>" * 100})
+    assert not at.exception and at.text_input(key="letter").value == "x"
+
+
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_gemma_try_this_claims_hold(gemma, lang):
+    """Each of the Gemma set's prompts, in every language, does what its "why" says."""
+    cat = i18n.catalog(lang)
+    checked = 0
+    for n in range(1, 8):
+        prompt, why = cat[f"tokens.gemma.try.{n}.prompt"], cat[f"tokens.gemma.try.{n}.why"]
+        toks = [t for t in gemma.tokenize(prompt) if not t.added]
+        texts = [t.text for t in toks]
+        groups = T.character_groups(toks, prompt)
+        if "strawberry" in prompt:                                    # one token after a space
+            assert " strawberry" in texts
+        elif "龘" in prompt:                                          # byte fallback, shown as byte pieces
+            split = {g.text for g in groups if g.split}
+            assert split == {"龘", "𝕏"} and all(t.is_partial for g in groups if g.split for t in g.tokens)
+        elif "<start_of_turn>" in prompt:                             # typed markers are special ids
+            assert [(t.text, t.id) for t in toks if t.special] == [("<start_of_turn>", 105), ("<end_of_turn>", 106)]
+        elif any(ch.isdigit() for ch in prompt):                      # digit by digit
+            digits = [t.text.strip() for t in toks if t.text.strip().isdigit()]
+            assert len(digits) >= 4 and all(len(d) == 1 for d in digits)
+        elif prompt in ("我吃魚，魚吃我。", "我吃鱼，鱼吃我。"):          # one token per character
+            assert texts == list(prompt)
+        elif "\u4e00" <= prompt[0] <= "\u9fff":                      # named words are one token each
+            named = [w for w in ("喜歡", "因為", "喜欢", "因为", "台灣", "最高的", "中国") if w in why]
+            assert len(named) == 2 and all(w in texts for w in named), (prompt, named, texts)
+            assert not any(g.split for g in groups)
+        else:                                                         # long words: several subword pieces
+            assert all(len(gemma.tokenize(" " + w)) > 2 for w in prompt.split())
+        checked += 1
+    assert checked == 7
+
+
+def test_id_chart_reaches_the_top_of_the_vocabulary(open_page, gemma):
+    """Gemma's Chinese characters have ids near 240,000: the log axis must reach them."""
+    import math
+    at = open_page("tokens", lang="zh-Hant", prompt="我吃魚，魚吃我。", model=GEMMA)
+    spec = chart(at, "token_ids")
+    top = spec["layout"]["yaxis"]["range"][1]
+    assert 10 ** top >= gemma.cfg.vocab_size > max(spec["data"][0]["customdata"])
+    assert top == pytest.approx(math.log10(gemma.cfg.vocab_size) + 0.1)

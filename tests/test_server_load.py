@@ -74,7 +74,9 @@ def open_page(ws, page: str, session: Session, deadline: float) -> None:
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
     back = BackMsg()
-    back.rerun_script.query_string = urlencode({"lang": "en", "prompt": PROMPT, **PAGE_PARAMS.get(page, {})})
+    # Half the class reads Chinese, so both models load at once on the fresh server (Chinese starts on Gemma).
+    lang = "zh-Hant" if session.index % 2 else "en"
+    back.rerun_script.query_string = urlencode({"lang": lang, "prompt": PROMPT, **PAGE_PARAMS.get(page, {})})
     back.rerun_script.page_name = "" if page == nav.HOME else page
     ws.send_binary(back.SerializeToString())
     while time.monotonic() < deadline:

@@ -9,7 +9,7 @@ import torch
 
 from lesson_model.sampling import next_token_distribution
 from lesson_model.speculative import partial_forward, speculative_generate
-from tests._fixtures_model import (assert_close_f32, assert_greedy_has_margin, logits_depth, tiny,  # noqa: F401
+from tests._fixtures_model import (assert_close_f32, assert_greedy_has_margin, logits_depth, tiny, tiny_gemma,  # noqa: F401
                                    torch_threads)
 from tests.test_generation import with_eos
 
@@ -171,3 +171,27 @@ def test_smollm2_chat_prompt_stops_at_eos(lm):
     result = speculative_generate(lm, prompt, 30, draft_layers=26, draft_len=3)
     assert result.new_ids == plain and result.stop == "eos"
     check_bookkeeping(lm, result, 30)
+
+
+def test_greedy_equals_plain_greedy_on_a_sliding_window_model(tiny_gemma, torch_threads):
+    """A tiny Gemma 3 (window 5): drafts and verification read the cache through the window too,
+    on a text longer than the window."""
+    _, lm = tiny_gemma
+    lm = with_eos(lm, -1)
+    prompt = PROMPT * 3
+    assert len(lm.encode(prompt)) > lm.cfg.sliding_window
+    plain = [s.token_id for s in lm.generate_steps(prompt, 12, temperature=0)]
+    for draft_layers in (1, 2):
+        result = speculative_generate(lm, prompt, 12, draft_layers=draft_layers, draft_len=3)
+        assert result.new_ids == plain
+        check_bookkeeping(lm, result, 12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prompt", ["春、夏、秋、冬、春、夏、秋、冬、春、", "1, 2, 3, 4, 5,"])
+def test_gemma_greedy_equals_plain_greedy(gemma, prompt):
+    plain = plain_greedy(gemma, prompt, 12)
+    for draft_layers in (9, 15):
+        result = speculative_generate(gemma, prompt, 12, draft_layers=draft_layers, draft_len=4)
+        assert result.new_ids == plain
+        check_bookkeeping(gemma, result, 12)

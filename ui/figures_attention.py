@@ -229,13 +229,17 @@ def search_figure(hits: Sequence, tr: Tr, title: str) -> go.Figure:
 
 
 def cost_figure(lengths: Sequence[int], attention: Sequence[float], linear: Sequence[float], n_now: int,
-                crossover: int, tr: Tr) -> go.Figure:
+                crossover: int, tr: Tr, sliding: Sequence[float] | None = None, window: int | None = None) -> go.Figure:
     """Work of one block (billions of multiply-adds) vs prompt length: attention grows with
-    the square of the length, the matrices linearly."""
+    the square of the length, the matrices linearly; ``sliding``: attention on a sliding-window
+    layer, which grows linearly once the prompt passes the ``window``."""
     fig = go.Figure()
     fig.add_scatter(x=list(lengths), y=[a / 1e9 for a in attention], name=tr("fig.cost_attention"),
                     line=dict(color=QUERY_COLOUR, width=3),
                     hovertemplate=_cost_hover(tr))
+    if sliding is not None:
+        fig.add_scatter(x=list(lengths), y=[a / 1e9 for a in sliding], name=tr("fig.cost_sliding", w=f"{window:,}"),
+                        line=dict(color=theme.OKABE_ITO[2], width=3, dash="dot"), hovertemplate=_cost_hover(tr))
     fig.add_scatter(x=list(lengths), y=[b / 1e9 for b in linear], name=tr("fig.cost_linear"),
                     line=dict(color=KEY_COLOUR, width=3, dash="dash"),
                     hovertemplate=_cost_hover(tr))
@@ -247,4 +251,32 @@ def cost_figure(lengths: Sequence[int], attention: Sequence[float], linear: Sequ
     fig.update_xaxes(title=tr("fig.length_axis"))
     fig.update_yaxes(title=tr("fig.cost_axis"))
     fig.update_layout(title=tr("fig.cost_title"), legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
+def window_figure(pooled: Sequence, pool: int, n: int, window: int, titles: Sequence[str], tr: Tr) -> go.Figure:
+    """The patterns of a sliding-window layer and a global layer on one long prompt, side by
+    side: each cell the largest head-mean weight in a pool x pool block of (query, key)
+    positions, on a log colour scale; a cell whose weights are all exactly 0 is left blank.
+    The dashed line marks keys ``window`` positions behind the query."""
+    import math
+    fig = make_subplots(rows=1, cols=len(pooled), shared_yaxes=True, horizontal_spacing=0.04, subplot_titles=titles)
+    centres = [i * pool + (pool - 1) / 2 for i in range(pooled[0].shape[0])]
+    positive = [float(v) for grid in pooled for row in grid.tolist() for v in row if v > 0]
+    low = math.floor(math.log10(max(min(positive), 1e-12))) if positive else -6
+    low = max(low, -8)
+    for col, grid in enumerate(pooled, start=1):
+        z = [[math.log10(float(v)) if v > 0 else None for v in row] for row in grid.tolist()]
+        fig.add_trace(go.Heatmap(z=z, x=centres, y=centres, colorscale=theme.SEQUENTIAL, zmin=low, zmax=0,
+                                 showscale=col == len(pooled),
+                                 colorbar=dict(title=dict(text=tr("fig.window_colour"), side="right"), thickness=14,
+                                               tickvals=list(range(low, 1, 2)),
+                                               ticktext=[f"1e{v}" if v < 0 else "1" for v in range(low, 1, 2)]),
+                                 hovertemplate=(f"{tr('fig.queries_axis')}: %{{y:.0f}}<br>{tr('fig.keys_axis')}: %{{x:.0f}}"
+                                                "<br>log10: %{z:.1f}<extra></extra>")), 1, col)
+        fig.add_trace(go.Scatter(x=[0, n - window], y=[window, n], mode="lines", showlegend=False, hoverinfo="skip",
+                                 line=dict(color=QUERY_COLOUR, width=2, dash="dash")), 1, col)
+        fig.update_xaxes(title=tr("fig.window_key_axis"), range=[0, n], row=1, col=col)
+    fig.update_yaxes(title=tr("fig.window_query_axis"), autorange="reversed", range=[n, 0], row=1, col=1)
+    fig.update_layout(title=tr("fig.window_title", n=f"{n:,}"))
     return fig

@@ -20,9 +20,10 @@ BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = theme.OKABE_ITO[:6]
 GREY = "#9ca3af"
 
 
-def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str) -> str:
+def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: bool = False) -> str:
     """The gated MLP of one block as Graphviz DOT, sized with the model's numbers, top to
-    bottom. Streamlit draws diagram text at 9.6 SVG units whatever the DOT says and stretches
+    bottom; ``act`` names the gate's activation (SiLU, GELU), and ``post_norm`` adds the norm
+    a sandwich-norm model (Gemma) applies to the MLP's output before the add. Streamlit draws diagram text at 9.6 SVG units whatever the DOT says and stretches
     the SVG to its column, so the boxes are sized for that text and the column sets the
     size (see ui.figures_residual.DIAGRAM_FONT)."""
     size = diagram_font()
@@ -40,21 +41,25 @@ def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str) -> str:
         node("norm", tr("diagram.norm")),
         node("gate", tr("diagram.gate", d=d_model, f=d_ff), "#fde7c8"),
         node("up", tr("diagram.up", d=d_model, f=d_ff), "#fde7c8"),
-        node("silu", tr("diagram.silu", f=d_ff), "#e0f2e9"),
+        node("silu", tr("diagram.act", f=d_ff, act=act), "#e0f2e9"),
         node("mul", "×", "#e0f2e9", "circle") + " mul [width=0.22 height=0.22 fixedsize=true];",
         node("down", tr("diagram.down", d=d_model, f=d_ff), "#dbeafe"),
+        node("post", tr("diagram.post_norm")) if post_norm else "",
         node("add", "+", "#f3f4f6", "circle") + " add [width=0.22 height=0.22 fixedsize=true];",
         node("out", tr("diagram.out", d=d_model)),
         "{ rank=same; gate; up; }",
         "x -> norm; norm -> gate; norm -> up; gate -> silu; silu -> mul; up -> mul;",
-        f'mul -> down [label=" {d_ff}"]; down -> add [label=" {d_model}"]; add -> out;',
+        f'mul -> down [label=" {d_ff}"]; ' + ("down -> post; post -> add" if post_norm else "down -> add")
+        + f' [label=" {d_model}"]; add -> out;',
         f'x -> add [style=dashed color="{VERMILION}" label=" {tr("diagram.skip")}" fontcolor="{VERMILION}"];',
         "}",
     ])
 
 
-def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, span: float = 5.0) -> go.Figure:
-    """ReLU, GELU and SiLU over [-span, span], with the layer's real gate values as a histogram."""
+def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, curves: dict | None = None,
+                      own: str = "silu", span: float = 5.0) -> go.Figure:
+    """ReLU, GELU and SiLU over [-span, span] (``curves``: name -> function, the model's own
+    forms; ``own``: the model's gate, drawn thicker), with the layer's real gate values as a histogram."""
     x = torch.linspace(-span, span, 401)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     inside = gate_values[(gate_values >= -span) & (gate_values <= span)]
@@ -63,10 +68,10 @@ def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, span: float 
         name=tr("act.hist", layer=layer), histnorm="percent", opacity=0.8,
         hovertemplate="%{x}: %{y:.1f}%<extra></extra>"), secondary_y=True)
     styles = {"relu": (VERMILION, "dash"), "gelu": (BLUE, "dot"), "silu": (GREEN, "solid")}
-    for name, fn in N.ACTIVATIONS.items():
+    for name, fn in (curves or N.ACTIVATIONS).items():
         color, dash = styles[name]
         fig.add_trace(go.Scatter(x=x.tolist(), y=fn(x).tolist(), name=tr(f"act.{name}"), mode="lines",
-                                 line=dict(color=color, dash=dash, width=3),
+                                 line=dict(color=color, dash=dash, width=5 if name == own else 3),
                                  hovertemplate="x=%{x:.2f}, y=%{y:.2f}<extra>" + html_escape(tr(f"act.{name}")) + "</extra>"),
                       secondary_y=False)
     fig.update_xaxes(title=tr("act.x"), range=[-span, span], zeroline=True)
@@ -77,16 +82,19 @@ def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, span: float 
     return fig
 
 
-def swiglu_figure(tr: T, gate: torch.Tensor, up: torch.Tensor, token: str, span: float = 4.0) -> go.Figure:
-    """silu(gate) * up as a map over (gate, up), with the real neurons of one token on it.
+def swiglu_figure(tr: T, gate: torch.Tensor, up: torch.Tensor, token: str, act=N.silu,
+                  names: dict | None = None, span: float = 4.0) -> go.Figure:
+    """act(gate) * up as a map over (gate, up), with the real neurons of one token on it
+    (``act``: the model's gate function; ``names``: act/glu/fn for the titles).
 
     ``token`` is already escaped for plotly."""
+    names = names or {"act": "SiLU", "glu": "SwiGLU", "fn": "silu"}
     grid = torch.linspace(-span, span, 121)
     g, u = torch.meshgrid(grid, grid, indexing="xy")       # x: gate, y: up
-    z = N.swiglu(g, u)
+    z = act(g) * u
     fig = go.Figure(go.Heatmap(
         x=grid.tolist(), y=grid.tolist(), z=z.tolist(), colorscale=theme.DIVERGING, zmid=0,
-        colorbar=dict(title=dict(text=tr("swiglu.z"), side="right")),
+        colorbar=dict(title=dict(text=tr("swiglu.z", **names), side="right")),
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     keep = (gate.abs() <= span) & (up.abs() <= span)
     fig.add_trace(go.Scatter(
@@ -95,7 +103,7 @@ def swiglu_figure(tr: T, gate: torch.Tensor, up: torch.Tensor, token: str, span:
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     fig.update_xaxes(title=tr("swiglu.x"), range=[-span, span], constrain="domain")
     fig.update_yaxes(title=tr("swiglu.y"), range=[-span, span], scaleanchor="x", constrain="domain")
-    fig.update_layout(title=tr("swiglu.title"), legend=dict(orientation="h", y=-0.22))
+    fig.update_layout(title=tr("swiglu.title", **names), legend=dict(orientation="h", y=-0.22))
     return fig
 
 
@@ -109,7 +117,8 @@ def singular_figure(tr: T, singular_values: torch.Tensor, layer: int) -> go.Figu
     return fig
 
 
-def neuron_bar_figure(tr: T, neurons: Sequence[int], values: Sequence[float], chosen: int, token: str) -> go.Figure:
+def neuron_bar_figure(tr: T, neurons: Sequence[int], values: Sequence[float], chosen: int, token: str,
+                      fn: str = "silu") -> go.Figure:
     """The most active neurons at one token (signed values; the chosen one outlined).
     ``token`` is already escaped for plotly."""
     labels = [tr("neurons.n", n=n) for n in neurons]
@@ -122,7 +131,7 @@ def neuron_bar_figure(tr: T, neurons: Sequence[int], values: Sequence[float], ch
     fig.update_yaxes(autorange="reversed", type="category", title=tr("neurons.y"))
     top = max(abs(v) for v in values) if values else 1.0
     low = min(0.0, min(values, default=0.0))
-    fig.update_xaxes(title=tr("neurons.x"), range=[low * 1.3 - 0.05 * top, max(0.0, max(values, default=0.0)) * 1.3 + 0.05 * top],
+    fig.update_xaxes(title=tr("neurons.x", fn=fn), range=[low * 1.3 - 0.05 * top, max(0.0, max(values, default=0.0)) * 1.3 + 0.05 * top],
                      zeroline=True, zerolinecolor=GREY)
     fig.update_layout(title=tr("neurons.title", token=token), showlegend=False)
     return fig

@@ -97,11 +97,12 @@ def overview_figure(grid: Sequence[Sequence[float]], measure: str, selected: tup
     return fig
 
 
-def slices_figure(share: Sequence[Sequence[float]], d_head: int, tr: Tr) -> go.Figure:
-    """heads x input chunks: the share of each head's W_Q that each chunk of d_head input
-    numbers carries. The "slicing" misconception predicts a bright diagonal."""
-    n_heads, n_chunks = len(share), len(share[0])
-    xs = [f"{c * d_head}–{(c + 1) * d_head - 1}" for c in range(n_chunks)]
+def slices_figure(share: Sequence[Sequence[float]], bounds: Sequence[tuple[int, int]], tr: Tr) -> go.Figure:
+    """heads x input chunks (one chunk per head, ``bounds`` = [(start, end)], end exclusive):
+    the share of each head's W_Q that each chunk of input numbers carries. The "slicing"
+    misconception predicts a bright diagonal."""
+    n_heads = len(share)
+    xs = [f"{start}–{end - 1}" for start, end in bounds]
     ys = [str(h) for h in range(n_heads)]
     fig = go.Figure(go.Heatmap(z=[[float(v) for v in row] for row in share], x=xs, y=ys, colorscale=theme.SEQUENTIAL,
                                zmin=0, zmax=1, text=[[f"{float(v):.0%}" for v in row] for row in share],
@@ -144,6 +145,27 @@ def kv_memory_figure(series: Sequence[tuple[str, Sequence[float], str, str]], co
     fig.update_xaxes(type="log", title=tr("fig.context_axis"))
     fig.update_yaxes(type="log", title=tr("fig.memory_axis"))
     fig.update_layout(title=tr("fig.memory_title"), legend=dict(orientation="h", y=-0.25, yanchor="top"))
+    return fig
+
+
+def kv_layers_figure(needed: Sequence[int], stored: int, sliding: Sequence[bool], tr: Tr,
+                     title: str) -> go.Figure:
+    """Per layer, the positions a KV cache holds for one sequence: what this app's KVCache
+    stores (every position, grey, behind) and what the layer's attention can still see
+    (global layers all of them, sliding-window layers at most the window)."""
+    xs = [str(layer) for layer in range(len(needed))]
+    fig = go.Figure()
+    fig.add_bar(x=xs, y=[stored] * len(xs), name=tr("fig.stored"), marker_color="#d1d5db",
+                hovertemplate=f"{tr('fig.layer_axis')} %{{x}}: %{{y:,}}<extra></extra>")
+    for is_sliding, name, colour in ((False, tr("fig.needed_global"), theme.OKABE_ITO[3]),
+                                     (True, tr("fig.needed_sliding"), theme.OKABE_ITO[0])):
+        picked = [i for i, s in enumerate(sliding) if bool(s) == is_sliding]
+        if picked:
+            fig.add_bar(x=[xs[i] for i in picked], y=[needed[i] for i in picked], name=name, marker_color=colour,
+                        width=0.5, hovertemplate=f"{tr('fig.layer_axis')} %{{x}}: %{{y:,}}<extra></extra>")
+    fig.update_layout(barmode="overlay", title=title, legend=dict(orientation="h", y=-0.25, yanchor="top"))
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=xs, title=tr("fig.layer_axis"))
+    fig.update_yaxes(title=tr("fig.positions_axis"), rangemode="tozero")
     return fig
 
 
@@ -193,7 +215,8 @@ def projection_dot(cfg, tr: Tr, font: str) -> tuple[str, float]:
     labels = {
         "x": tr("dot.x", d=cfg.d_model), "wq": tr("dot.wq", d=cfg.d_model, c=q_cols),
         "wkv": tr("dot.wkv", d=cfg.d_model, c=kv_cols),
-        "heads": tr("dot.heads", h=cfg.n_heads, kv=cfg.n_kv_heads, d=cfg.d_head),
+        "heads": tr("dot.heads_mqa" if cfg.n_kv_heads == 1 else "dot.heads", h=cfg.n_heads, kv=cfg.n_kv_heads,
+                    d=cfg.d_head),
         "concat": tr("dot.concat", h=cfg.n_heads, d=cfg.d_head, c=q_cols), "wo": tr("dot.wo", c=q_cols, d=cfg.d_model),
         "out": tr("dot.out", d=cfg.d_model),
     }

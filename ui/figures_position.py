@@ -85,23 +85,40 @@ def period_text(period: float) -> str:
     return f"{period:,.1f}" if period < 100 else f"{period:,.0f}"
 
 
-def ladder_figure(thetas: torch.Tensor, periods: torch.Tensor, context: int, title: str, x_title: str,
-                  y_title: str, hover: str, context_label: str, colours: Sequence[str] | None = None) -> go.Figure:
-    """theta_i per pair (log axis), with the rate at which one turn takes the whole context."""
-    pairs = list(range(len(thetas)))
-    fig = go.Figure(go.Bar(
-        x=pairs, y=thetas.tolist(), marker_color=list(colours) if colours else theme.OKABE_ITO[0],
-        customdata=[[f"{float(p):,.1f}", f"{i}, {i + len(thetas)}"] for i, p in enumerate(periods)],
-        hovertemplate=hover + "<extra></extra>",
-    ))
-    limit = 2 * math.pi / context
-    fig.add_hline(y=limit, line=dict(color=theme.OKABE_ITO[3], dash="dash", width=2))
-    # On a log axis an annotation's y is given in log10 units.
-    fig.add_annotation(x=1, xref="paper", y=math.log10(limit), yref="y", text=context_label, showarrow=False,
-                       xanchor="right", yanchor="bottom", font=dict(size=theme.FONT_SIZE - 3, color=theme.OKABE_ITO[3]),
-                       bgcolor="rgba(255,255,255,0.85)")
-    fig.update_layout(title=title, bargap=0.15)
-    fig.update_xaxes(title=x_title, dtick=4)
+def ladder_figure(series: Sequence[tuple], title: str, x_title: str, y_title: str, hover: str,
+                  colours: Sequence[str] | None = None) -> go.Figure:
+    """theta_i per pair (log axis), one series per RoPE base: ``series`` holds
+    (name, thetas [pairs], periods [pairs], reach, reach_label) with reach the positions the
+    layers using that base can see (the context, or the window), drawn as the rate at which
+    one turn takes that whole reach. One base: bars, the pairs that never finish a turn
+    within the reach in a lighter colour; several: one line of markers each."""
+    fig = go.Figure()
+    several = len(series) > 1
+    shapes, notes = [], []
+    for n, (name, thetas, periods, reach, reach_label) in enumerate(series):
+        pairs = list(range(len(thetas)))
+        colour = theme.OKABE_ITO[n % len(theme.OKABE_ITO)]
+        custom = [[f"{float(p):,.1f}", f"{i}, {i + len(thetas)}"] for i, p in enumerate(periods)]
+        if several:
+            fig.add_scatter(x=pairs, y=thetas.tolist(), mode="lines+markers", name=name, customdata=custom,
+                            line=dict(color=colour, width=2), marker=dict(size=5, color=colour),
+                            hovertemplate=name + "<br>" + hover + "<extra></extra>")
+        else:
+            bar_colours = list(colours) if colours else [theme.OKABE_ITO[4] if float(p) > reach else colour
+                                                         for p in periods]
+            fig.add_bar(x=pairs, y=thetas.tolist(), marker_color=bar_colours, customdata=custom, name=name,
+                        hovertemplate=hover + "<extra></extra>", showlegend=False)
+        limit = 2 * math.pi / reach
+        line_colour = colour if several else theme.OKABE_ITO[3]
+        shapes.append(dict(type="line", xref="paper", x0=0, x1=1, yref="y", y0=limit, y1=limit,
+                           line=dict(color=line_colour, dash="dash", width=2)))
+        # On a log axis an annotation's y is given in log10 units.
+        notes.append(dict(x=1, xref="paper", y=math.log10(limit), yref="y", text=reach_label, showarrow=False,
+                          xanchor="right", yanchor="bottom" if n % 2 == 0 else "top",
+                          font=dict(size=theme.FONT_SIZE - 3, color=line_colour), bgcolor="rgba(255,255,255,0.85)"))
+    fig.update_layout(title=title, bargap=0.15, shapes=shapes, annotations=notes,
+                      legend=dict(orientation="h", y=-0.22, x=0) if several else None)
+    fig.update_xaxes(title=x_title, dtick=max(4, (len(series[0][1]) // 8) // 4 * 4))
     fig.update_yaxes(title=y_title, type="log", exponentformat="power")
     return fig
 
@@ -236,8 +253,9 @@ def worked_example_figure(before: Sequence[float], after: Sequence[float], degre
     return fig
 
 
-def block_diagram(labels: dict[str, str], font: str) -> str:
-    """Graphviz DOT of one attention block with the RoPE step highlighted."""
+def block_diagram(labels: dict[str, str], font: str, qk_norm: bool = False) -> str:
+    """Graphviz DOT of one attention block with the RoPE step highlighted; with ``qk_norm``
+    the norm of q and of k (Gemma) sits between the projection and RoPE."""
     def esc(text: str) -> str:
         return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -257,7 +275,9 @@ def block_diagram(labels: dict[str, str], font: str) -> str:
         node("scores", "scores"), node("mix", "mix"), node("wo", "wo"),
         node("add", "add", shape="circle", width="0.45", fixedsize="true"),
         "x -> norm; norm -> wq; norm -> wk; norm -> wv;",
-        "wq -> rq; wk -> rk; rq -> scores; rk -> scores; scores -> mix; wv -> mix; mix -> wo; wo -> add;",
+        *([node("qn", "qnorm"), node("kn", "knorm"), "wq -> qn; qn -> rq; wk -> kn; kn -> rk;"] if qk_norm
+          else ["wq -> rq; wk -> rk;"]),
+        "rq -> scores; rk -> scores; scores -> mix; wv -> mix; mix -> wo; wo -> add;",
         'x -> add [style=dashed];',
         "}",
     ])

@@ -166,6 +166,27 @@ def norm_compare_figure(tr: T, x: Sequence[float], layer_normed: Sequence[float]
     return fig
 
 
+def post_norm_figure(tr: T, computed: Sequence[Sequence[float]], written: Sequence[Sequence[float]],
+                     post_norms: bool, title: str) -> go.Figure:
+    """Per block, the length of what attention and the MLP compute and of what they add to the
+    stream (log scale). Without post-norms the two are the same, and only the writes are drawn."""
+    blocks = [str(i) for i in range(len(written))]
+    fig = go.Figure()
+    for j, (kind, color) in enumerate((("attn", BLUE), ("mlp", ORANGE))):
+        if post_norms:
+            fig.add_trace(go.Scatter(x=blocks, y=[row[j] for row in computed], name=tr(f"post.computed_{kind}"),
+                                     mode="lines+markers", line=dict(color=color, dash="dot", width=2),
+                                     marker=dict(symbol="circle-open", size=7),
+                                     hovertemplate=tr("post.hover") + "<extra></extra>"))
+        fig.add_trace(go.Scatter(x=blocks, y=[row[j] for row in written], name=tr(f"post.written_{kind}"),
+                                 mode="lines+markers", line=dict(color=color, width=3),
+                                 hovertemplate=tr("post.hover") + "<extra></extra>"))
+    fig.update_xaxes(title=tr("post.x"), type="category", tickmode="array", tickvals=_every_other(blocks))
+    fig.update_yaxes(title=tr("post.y"), type="log")
+    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.25))
+    return fig
+
+
 def gradient_figure(tr: T, depth_labels: Sequence[str], grad_norms: Sequence[float]) -> go.Figure:
     fig = go.Figure(go.Bar(x=list(depth_labels), y=list(grad_norms), marker_color=PURPLE,
                            hovertemplate=tr("grad.hover") + "<extra></extra>"))
@@ -214,6 +235,24 @@ def prenorm_diagram(tr: T, font: str) -> str:
         'a2 [label="+" shape=circle width=0.22 height=0.22 margin=0 fixedsize=true];',
         f'y [label="{tr("diag.y")}"];',
         "x -> n1 -> f1 -> a1; a1 -> n2 -> f2 -> a2; a2 -> y;",
+        f'x -> a1 [color="{VERMILION}" penwidth=1.8]; a1 -> a2 [color="{VERMILION}" penwidth=1.8];',
+        "}",
+    ])
+
+
+def sandwich_diagram(tr: T, font: str) -> str:
+    """Pre- and post-norm block (Gemma 2 and 3): each sub-layer reads a normalized copy, and its
+    output is normalized once more before it is added; the stream itself is never normalized."""
+    circle = 'shape=circle width=0.22 height=0.22 margin=0 fixedsize=true'
+    return "\n".join([
+        "digraph sandwich {", *_head(font),
+        f'x [label="{tr("diag.x")}"];',
+        f'n1 [label="{tr("diag.norm")}" fillcolor="#e0f2e9"]; f1 [label="{tr("diag.attn")}" fillcolor="#dbeafe"];',
+        f'p1 [label="{tr("diag.post_norm")}" fillcolor="#e0f2e9"]; a1 [label="+" {circle}];',
+        f'n2 [label="{tr("diag.norm")}" fillcolor="#e0f2e9"]; f2 [label="{tr("diag.mlp")}" fillcolor="#fde7c8"];',
+        f'p2 [label="{tr("diag.post_norm")}" fillcolor="#e0f2e9"]; a2 [label="+" {circle}];',
+        f'y [label="{tr("diag.y")}"];',
+        "x -> n1 -> f1 -> p1 -> a1; a1 -> n2 -> f2 -> p2 -> a2; a2 -> y;",
         f'x -> a1 [color="{VERMILION}" penwidth=1.8]; a1 -> a2 [color="{VERMILION}" penwidth=1.8];',
         "}",
     ])

@@ -6,6 +6,7 @@ escaped here for where it goes (Markdown chips, plotly labels).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import plotly.graph_objects as go
@@ -150,7 +151,7 @@ def id_figure(tokens: Sequence, title: str, x_title: str, y_title: str, vocab_si
                            hovertemplate="%{x}<br>" + hover_id + " %{customdata}<extra></extra>"))
     fig.update_layout(title=title)
     fig.update_xaxes(title=x_title, type="category", tickangle=-45 if len(tokens) > 12 else 0)
-    fig.update_yaxes(title=y_title, type="log", range=[0, 4.75])   # 1 .. ~56,000 covers the vocabulary
+    fig.update_yaxes(title=y_title, type="log", range=[0, math.log10(max(vocab_size, 10)) + 0.1])   # 1 .. the vocabulary
     return fig
 
 

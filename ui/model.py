@@ -155,7 +155,10 @@ def cached_run(lm, ids: Iterable[int], names: Iterable[str] = (), *, all_logits:
 
     def compute() -> CachedRun:
         x = torch.tensor([ids], dtype=torch.long)
-        run = lm.run(x, names=list(names), hooks=hooks)
+        # Only the last position's logits are kept unless all are asked for: skip unembedding the others
+        # (unless a page reads the final norm, whose hooks would then hold the last position only).
+        last_only = not all_logits and not any(n.startswith("ln_final.") for n in names)
+        run = lm.run(x, names=list(names), hooks=hooks, last_only=last_only)
         return CachedRun(
             ids=ids,
             last_logits=run.logits[0, -1].detach().clone(),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import streamlit as st
 
 from ui import i18n, nav, state
@@ -79,9 +81,10 @@ def start() -> list[str]:
         # The first model follows the visitor's language (Gemma reads Chinese, SmolLM2 does not);
         # after that it changes only when they change it. A link's ?model= fixes it for everyone.
         raw = state.url_raw("model")
+        asked = raw.strip().lower() if raw is not None else None      # ?model=Gemma-3-270M is fine too
         default = "gemma-3-270m" if i18n.current_lang() in ("zh-Hant", "zh-Hans") else models.DEFAULT_MODEL
-        models.set_model_key(raw if raw in models.MODELS else default)
-        if raw is not None and raw not in models.MODELS:
+        models.set_model_key(asked if asked in models.MODELS else default)
+        if raw is not None and asked not in models.MODELS:
             notes.append(t("shell.bad_model", param=code_span(f"model={shorten(raw, 40)}"),
                            name=models.model_name(models.model_key())))
     note = state.init_prompt()
@@ -136,6 +139,36 @@ def _on_model() -> None:
     models.set_model_key(st.session_state["model_choice"])
 
 
+def _bits(fmt: str) -> int | None:
+    """Bits per weight of a GGUF storage format: Q4_1 -> 4, Q6_K -> 6, IQ4_XS -> 4, F16 -> 16."""
+    match = re.match(r"I?Q(\d)", fmt) or re.match(r"B?F(\d+)", fmt)
+    return int(match.group(1)) if match else None
+
+
+def model_caption(lm) -> str:
+    """What the session's model is, for the sidebar: instruct or base, what it reads well, its
+    size and device, and the precision its weights were stored in (read from the model)."""
+    spec = lm.bundled
+    kind = t("shell.instruct") if spec.instruct else t("shell.base")
+    reads = t(f"shell.reads.{'_'.join(spec.reads)}")
+    lines = [t("shell.model_status", kind=kind, reads=reads),
+             t("shell.model_size", params=i18n.big_number(lm.param_counts()["total"]),
+               device=md_escape(lm.device.type.upper()))]
+    quantized = [f for f in (lm.weight_formats or ()) if (_bits(f) or 32) < 16]   # the norms stay float
+    if quantized:
+        bits = sorted({_bits(f) for f in quantized})
+        key = "shell.quantized" if len(bits) > 1 else "shell.quantized_one"
+        lines.append(t(key, low=bits[0], high=bits[-1], fmt=i18n.join_list(quantized)))
+    return "  \n".join(lines)
+
+
+def licence_caption(lm) -> str:
+    """Whose terms apply to the weights: our own translated line for a bundled model (it links
+    the terms), else the registry's line."""
+    key = f"shell.licence_of.{models.MODEL_TAGS.get(lm.bundled.key, '')}"
+    return t(key) if i18n.has(key) else t("shell.licence", licence=md_escape(lm.bundled.licence))
+
+
 def model():
     """The model picker and what the chosen model is, in the sidebar; loads it on first use."""
     with st.sidebar:
@@ -143,17 +176,15 @@ def model():
         st.selectbox(t("shell.model"), list(models.MODELS), format_func=models.model_name, key="model_choice",
                      on_change=_on_model, help=t("shell.model_help"))
     state.claim("model", models.model_key())
+    # Written now, not only by state.sync_url at the end of the run: when the model's package is
+    # missing, get_model stops the run, and the link must still say which model was asked for.
+    for key, value in (("lang", i18n.current_lang()), ("model", models.model_key())):
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
     lm = get_model()
-    spec = lm.bundled
-    kind = t("shell.instruct") if spec.instruct else t("shell.base")
-    reads = t("shell.reads." + "_".join(spec.reads))
-    status = t("shell.model_status", kind=kind, reads=reads, device=md_escape(lm.device.type.upper()),
-               params=i18n.big_number(lm.param_counts()["total"]))
-    if lm.weight_formats:
-        bits = ", ".join(f for f in lm.weight_formats if f not in ("F32", "F16", "BF16"))   # the norms stay float
-        status += " · " + t("shell.quantized", fmt=bits)
-    st.sidebar.caption(status)
-    st.sidebar.caption(t("shell.licence", licence=spec.licence))   # our own text (it links the terms)
+    with st.sidebar:
+        st.caption(model_caption(lm))
+        st.caption(licence_caption(lm))
     return lm
 
 

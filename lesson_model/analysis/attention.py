@@ -7,8 +7,9 @@
     steps.z                # [d_head] weighted sum of values, equal to hook_z
 
 Also: the softmax without the 1/sqrt(d_head) scale on the same scores, a search for
-the heads that attend from one token to another, and the work attention does as the
-prompt grows compared with the parts that grow linearly.
+the heads that attend from one token to another, the work attention does as the
+prompt grows compared with the parts that grow linearly, and (on a model with
+sliding-window layers) a long run showing what a sliding and a global layer can see.
 
 A "run" is anything with ``.cache`` (hook name -> tensor, batch dimension first) and
 ``.ids``; the functions read batch element 0.
@@ -82,8 +83,10 @@ class AttentionSteps:
 
 def attention_steps(lm, run, layer: int, head: int, query: int) -> AttentionSteps:
     """Recompute head ``head`` of layer ``layer`` at position ``query`` from the captured
-    q (after RoPE), k (after RoPE) and v, one step at a time, and keep the model's own
-    pattern row and z to compare against. Needs attention_step_names(layer)."""
+    q and k as the scores use them (hook_rot_q/hook_rot_k: after QK-norm, on a model that has
+    it, and after RoPE) and v, one step at a time, and keep the model's own pattern row and z
+    to compare against. The mask is the layer's own (causal, and its window on a sliding
+    layer). Needs attention_step_names(layer)."""
     cfg: DecoderConfig = lm.cfg
     a = f"blocks.{layer}.attn"
     n_pos = run.cache[f"{a}.hook_rot_q"].shape[1]
@@ -96,7 +99,8 @@ def attention_steps(lm, run, layer: int, head: int, query: int) -> AttentionStep
 
     raw = keys @ q                                                     # [k_pos]  q . k_j
     scaled = raw / math.sqrt(cfg.d_head)                               # [k_pos]
-    future = torch.arange(n_pos) > query                               # [k_pos]  causal mask
+    attn = lm.decoder.blocks[layer].attn
+    future = ~attn.allowed(torch.tensor([query]), torch.arange(n_pos))[0].cpu()   # [k_pos]  causal (+ window) mask
     masked = scaled.masked_fill(future, float("-inf"))                 # [k_pos]
     weights = masked.softmax(dim=-1)                                   # [k_pos]  sums to 1
     weighted_values = weights[:, None] * values                        # [k_pos, d_head]
@@ -131,7 +135,8 @@ class UnscaledWhatIf:
 
 def unscaled_what_if(steps: AttentionSteps) -> UnscaledWhatIf:
     """Drop the scale: softmax over the raw dot products (same mask). Equivalent to
-    multiplying every score by sqrt(d_head) (8 here), which sharpens the softmax."""
+    multiplying every score by sqrt(d_head) (8 for d_head 64, 16 for 256), which sharpens
+    the softmax."""
     future = torch.isinf(steps.masked)
     unscaled = steps.raw.masked_fill(future, float("-inf")).softmax(dim=-1)   # [k_pos]
     return UnscaledWhatIf(
@@ -204,9 +209,12 @@ class BlockCost:
         return self.attention / (self.attention + self.linear)
 
 
-def causal_pairs(n: int) -> int:
-    """(query, key) pairs a causal mask allows in n tokens: 1 + 2 + ... + n."""
-    return n * (n + 1) // 2
+def causal_pairs(n: int, window: int | None = None) -> int:
+    """(query, key) pairs a causal mask allows in n tokens: 1 + 2 + ... + n; with a sliding
+    window w, query i sees min(i + 1, w) keys."""
+    if window is None or n <= window:
+        return n * (n + 1) // 2
+    return window * (window + 1) // 2 + (n - window) * window
 
 
 def linear_macs_per_token(cfg: DecoderConfig) -> int:
@@ -224,10 +232,20 @@ def attention_macs_per_pair(cfg: DecoderConfig) -> int:
     return 2 * cfg.n_heads * cfg.d_head
 
 
-def block_cost(cfg: DecoderConfig, n: int) -> BlockCost:
-    """Work of one block on n tokens (the softmax and norms, which are small, left out)."""
-    return BlockCost(n=n, attention=attention_macs_per_pair(cfg) * causal_pairs(n),
+def block_cost(cfg: DecoderConfig, n: int, layer: int | None = None) -> BlockCost:
+    """Work of one block on n tokens (the softmax and norms, which are small, left out).
+    ``layer``: count that layer's window (None: a global layer, every earlier key)."""
+    window = cfg.window(layer) if layer is not None else None
+    return BlockCost(n=n, attention=attention_macs_per_pair(cfg) * causal_pairs(n, window),
                      linear=linear_macs_per_token(cfg) * n)
+
+
+def sliding_attention_per_token(cfg: DecoderConfig) -> int | None:
+    """Multiply-adds of attention per token on a sliding-window layer once the prompt is longer
+    than the window (it stops growing there); None for a model without sliding layers."""
+    if cfg.sliding_window is None or not cfg.sliding_layers:
+        return None
+    return attention_macs_per_pair(cfg) * cfg.sliding_window
 
 
 def crossover_length(cfg: DecoderConfig) -> int:
@@ -238,3 +256,81 @@ def crossover_length(cfg: DecoderConfig) -> int:
     while block_cost(cfg, n).attention <= block_cost(cfg, n).linear:
         n += 1
     return n
+
+
+# --------------------------------------------------------------------------- sliding window on a long prompt
+
+def window_layers(cfg: DecoderConfig) -> tuple[int, int] | None:
+    """A sliding-window layer and a global layer next to it, (sliding, global): the first
+    global layer with a sliding layer before it, and that sliding layer. None when the model
+    has no sliding layers (every layer attends globally) or no global one."""
+    sliding = set(cfg.sliding_layers)
+    if not sliding or cfg.sliding_window is None:
+        return None
+    for layer in range(1, cfg.n_layers):
+        if layer not in sliding and layer - 1 in sliding:
+            return layer - 1, layer
+    return None
+
+
+def repeat_to_length(ids, n: int, n_special: int = 0) -> list[int]:
+    """The prompt's ids repeated until there are ``n``: its first ``n_special`` ids (``<bos>``)
+    once, then the rest over and over (cut at n)."""
+    ids = [int(i) for i in ids]
+    head, body = ids[:n_special], ids[n_special:] or ids
+    out = head + body * (n // max(1, len(body)) + 1)
+    return out[:n]
+
+
+@dataclass(frozen=True)
+class WindowDemo:
+    """What a sliding-window layer and a global layer attend to on one long prompt."""
+
+    n: int                          # tokens of the long prompt
+    window: int                     # the sliding layers' window
+    layers: tuple[int, int]         # (sliding layer, global layer)
+    pool: int                       # positions per cell of ``pooled``
+    pooled: dict                    # layer -> [n/pool, n/pool] largest head-mean weight in each pool x pool block
+    last_row: dict                  # layer -> [n_heads, n] the last query's weights, per head
+    outside_zero: dict              # layer -> every weight the layer's allowed() forbids is exactly 0
+    outside_count: dict             # layer -> (query, key) pairs allowed() forbids beyond the causal mask
+
+    def beyond(self, layer: int) -> torch.Tensor:
+        """[n_heads] the last query's total weight on keys ``window`` or more positions back."""
+        row = self.last_row[layer]
+        far = self.n - self.window            # keys 0 .. n - window - 1 are window+ positions back from n - 1
+        return row[:, :far].sum(-1) if far > 0 else torch.zeros(row.shape[0])
+
+
+def window_demo(lm, ids, pool: int = 16) -> WindowDemo | None:
+    """Run the model's first blocks on ``ids`` (longer than the window) up to the global layer
+    of window_layers(lm.cfg), keeping those two layers' patterns; the rest of the model is not
+    needed for them. None on a model without sliding layers."""
+    cfg = lm.cfg
+    pair = window_layers(cfg)
+    if pair is None:
+        return None
+    from ..decoder import Hooks
+    names = [f"blocks.{layer}.attn.hook_pattern" for layer in pair]
+    hooks = Hooks(names=names)
+    x = torch.as_tensor([list(ids)], dtype=torch.long, device=lm.device)            # [1, n]
+    n = x.shape[1]
+    positions = torch.arange(n, device=lm.device)
+    with torch.inference_mode():
+        resid = lm.decoder.embed(x)                                                   # [1, n, d_model]
+        for layer in range(max(pair) + 1):                                            # the model's own blocks
+            resid = lm.decoder.blocks[layer](resid, lm.decoder.rope_for(layer), positions, hooks, layer)
+    cells = -(-n // pool)
+    pooled, last, zero, count = {}, {}, {}, {}
+    causal = torch.ones(n, n, dtype=torch.bool).tril()
+    for layer, name in zip(pair, names):
+        pattern = hooks.cache[name][0].float().cpu()                                  # [n_heads, n, n]
+        allowed = lm.decoder.blocks[layer].attn.allowed(positions, positions).cpu()   # [n, n]
+        zero[layer] = bool((pattern[:, ~allowed] == 0).all())
+        count[layer] = int((causal & ~allowed).sum())
+        mean = pattern.mean(0)                                                        # [n, n]
+        padded = torch.zeros(cells * pool, cells * pool)
+        padded[:n, :n] = mean
+        pooled[layer] = padded.reshape(cells, pool, cells, pool).amax(dim=(1, 3))     # [cells, cells]
+        last[layer] = pattern[:, -1].clone()                                          # [n_heads, n]
+    return WindowDemo(n, cfg.sliding_window, pair, pool, pooled, last, zero, count)

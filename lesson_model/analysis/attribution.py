@@ -6,6 +6,14 @@ Every block *adds* to the residual stream, so the final vector at a position is 
 
 and each attention output is itself a sum of its heads' writes (hook_result).
 
+On a model with post_norms (Gemma's "sandwich") every sub-layer's output is normalized once
+more before it is added: attn_out = RMSNorm_ln1_post(sum_h result_h) and mlp_out likewise,
+and hook_attn_out / hook_mlp_out are those normalized writes, so the sum above still holds
+exactly (and hook_embed is the embedding after its √d_model scale, what block 0 reads).
+The heads' writes (hook_result) come BEFORE ln1_post; with ln1_post's divisor frozen at this
+run's value, head h's share of attn_out is  result_h / s_post * w_post  (head_writes), and
+those shares add up to hook_attn_out.
+
 The logit of token t is  RMSNorm_final(resid_final) @ W_U[:, t] = (resid_final / s) * w . W_U[:, t]
 with s = ln_final.hook_scale, the vector's root-mean-square. The division by s is the
 only non-linear step. Holding s FROZEN at the value it had in this run, the logit is
@@ -43,9 +51,32 @@ def dla_names(lm) -> list[str]:
     return decomposition_names(lm) + ["ln_final.hook_scale"]
 
 
-def head_dla_names(layer: int) -> list[str]:
-    """Hook points head_logit_attribution reads for one layer (hook_result is computed only when asked)."""
-    return [f"blocks.{layer}.attn.hook_result", "ln_final.hook_scale"]
+def head_write_names(lm, layer: int) -> list[str]:
+    """Hook points head_writes reads (hook_result is computed only when asked)."""
+    names = [f"blocks.{layer}.attn.hook_result"]
+    return names + ([f"blocks.{layer}.ln1_post.hook_scale"] if lm.cfg.post_norms else [])
+
+
+def head_dla_names(lm, layer: int) -> list[str]:
+    """Hook points head_logit_attribution reads for one layer."""
+    return head_write_names(lm, layer) + ["ln_final.hook_scale"]
+
+
+def head_writes(lm, run, layer: int, position: int = -1) -> torch.Tensor:
+    """What each head of ``layer`` adds to the residual stream at ``position``: [n_heads, d_model].
+
+    Without post-norms that is hook_result (the head's z through its slice of W_O). With
+    post_norms the sum of the heads passes ln1_post first, a division by the sum's size s_post
+    and a weight w_post; holding s_post frozen at this run's value, the norm is linear, so head
+    h's share is result_h / s_post * w_post, and the shares add up exactly to hook_attn_out.
+    """
+    result = run.cache[f"blocks.{layer}.attn.hook_result"][0, position].double()    # [n_heads, d_model]
+    block = lm.decoder.blocks[layer]
+    if not hasattr(block, "ln1_post"):
+        return result
+    s_post = float(run.cache[f"blocks.{layer}.ln1_post.hook_scale"][0, position, 0])
+    w_post = block.ln1_post.weight.detach().double().cpu()                          # [d_model]
+    return result / s_post * w_post
 
 
 @dataclass
@@ -133,9 +164,10 @@ def head_logit_attribution(lm, run, token: int, layer: int, position: int = -1,
                            other_token: int | None = None) -> torch.Tensor:
     """Each head of ``layer``: its direct contribution to the logit of ``token``: [n_heads].
 
-    Uses hook_result (each head's write after W_O); the heads add up to that layer's
-    attention part in direct_logit_attribution, under the same frozen scale.
+    Uses head_writes (each head's write after W_O, and after the post-norm with its scale
+    frozen on a model with post_norms); the heads add up to that layer's attention part in
+    direct_logit_attribution, under the same frozen scales. Reads head_dla_names(lm, layer).
     """
     scale = float(run.cache["ln_final.hook_scale"][0, position, 0])
-    result = run.cache[f"blocks.{layer}.attn.hook_result"][0, position].double()   # [n_heads, d_model]
-    return (result @ (logit_direction(lm, token, other_token) / scale)).float()    # [n_heads]
+    writes = head_writes(lm, run, layer, position)                                  # [n_heads, d_model]
+    return (writes @ (logit_direction(lm, token, other_token) / scale)).float()    # [n_heads]

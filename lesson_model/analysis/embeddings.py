@@ -6,10 +6,12 @@
     pca(rows, 2)                                    # coordinates + variance explained
 
 All of these read the *input* embedding matrix W_E [vocab, d_model], the lookup table at
-the bottom of the model (for SmolLM2 it is also the unembedding, tied). Cosines against
-the whole vocabulary are one matrix-vector product with W_E, divided by row norms that are
-computed once per model and kept (not a second normalized copy of W_E: the norms are
-49,152 numbers, the copy would be another 113 MB).
+the bottom of the model, as stored (tied models such as SmolLM2 and Gemma also use it as the
+unembedding). A model with ``cfg.embed_scale`` (Gemma) multiplies the rows by √d_model before
+the first block (``hook_embed``); one common factor changes no cosine, so nothing here needs
+it. Cosines against the whole vocabulary are one matrix-vector product with W_E, divided by
+row norms that are computed once per model and kept (not a second normalized copy of W_E:
+the norms are vocab numbers, the copy would be another vocab × d_model floats).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ def embedding_hook_names() -> list[str]:
 
 
 def prompt_rows(run) -> torch.Tensor:
-    """The prompt's embedding rows [pos, d_model] from a run that captured ``hook_embed``."""
+    """What the first block reads for the prompt [pos, d_model], from a run that captured
+    ``hook_embed``: its rows of W_E, times √d_model on a model with ``cfg.embed_scale``."""
     return run.cache[HOOK_EMBED][0]
 
 

@@ -18,21 +18,32 @@ def kv_bytes(cfg, n_positions: int, element_size: int = 4) -> int:
     return cfg.n_layers * kv_bytes_per_layer(cfg, n_positions, element_size)
 
 
+def kv_bytes_windowed(cfg, n_positions: int, element_size: int = 4) -> int:
+    """Bytes a cache needs when each sliding-window layer keeps only the positions its window can
+    still see (the last cfg.window(layer)) and the global layers keep everything. This lesson's
+    KVCache keeps every position in every layer; on a model without windows the two are equal."""
+    return sum(kv_bytes_per_layer(cfg, min(n_positions, cfg.window(L) or n_positions), element_size)
+               for L in range(cfg.n_layers))
+
+
 def multiply_adds(cfg, start: int, n_new: int) -> int:
     """Multiply-adds of one forward pass over positions start .. start+n_new-1 that keeps only the
     last position's logits (what a generation step does).
 
     Per position and layer: the Q, K, V, O projections and the gated MLP (weights x vector),
-    plus attention's q.k scores and weighted sum over the positions it can see. The
-    unembedding runs for the last position only.
+    plus attention's q.k scores and weighted sum over the positions it can see (on a
+    sliding-window layer at most its window). The unembedding runs for the last position only.
     """
     per_token_weights = (cfg.d_model * cfg.n_heads * cfg.d_head                # W_Q
                          + 2 * cfg.d_model * cfg.n_kv_heads * cfg.d_head        # W_K, W_V
                          + cfg.n_heads * cfg.d_head * cfg.d_model               # W_O
                          + 3 * cfg.d_model * cfg.d_ff)                          # gate, up, down
-    seen = sum(range(start + 1, start + n_new + 1))                             # keys each new position attends to
-    attention = 2 * cfg.n_heads * cfg.d_head * seen                             # scores + weighted sum of values
-    return cfg.n_layers * (n_new * per_token_weights + attention) + cfg.d_model * cfg.vocab_size
+    attention = 0
+    for layer in range(cfg.n_layers):
+        window = cfg.window(layer)
+        seen = sum(min(p, window) if window else p for p in range(start + 1, start + n_new + 1))   # keys per new position
+        attention += 2 * cfg.n_heads * cfg.d_head * seen                        # scores + weighted sum of values
+    return cfg.n_layers * n_new * per_token_weights + attention + cfg.d_model * cfg.vocab_size
 
 
 @dataclass(frozen=True)

@@ -178,17 +178,27 @@ def group_contrast(w_a: torch.Tensor, w_b: torch.Tensor) -> GroupContrast:
                          float((w_a - w_b).abs().max()), int(w_a.shape[-1]))
 
 
+def slice_bounds(cfg) -> list[tuple[int, int]]:
+    """The "one slice per head" picture: the d_model input numbers cut into n_heads chunks,
+    [(start, end)] with end exclusive. When d_model = n_heads * d_head (SmolLM2: 9 x 64 = 576)
+    each chunk is d_head numbers; when it is not (Gemma 3 270M: 640 numbers, 4 heads of 256)
+    each is d_model / n_heads, and the picture cannot even give a head d_head numbers."""
+    edges = [round(i * cfg.d_model / cfg.n_heads) for i in range(cfg.n_heads + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
 def query_weight_slices(lm, layer: int) -> torch.Tensor:
-    """[n_heads, n_chunks]: how much of head h's W_Q comes from each chunk of d_head input
-    numbers (Frobenius norm of W_Q[chunk rows, head columns], each head's row summing to 1).
+    """[n_heads, n_heads]: how much of head h's W_Q comes from each chunk of the input
+    (the chunks of slice_bounds; Frobenius norm of W_Q[chunk rows, head columns], each
+    head's row summing to 1).
 
     If each head read only "its slice" of the vector (a common misconception), only one
     chunk per head would be non-zero. In a trained model every chunk feeds every head."""
     cfg = lm.cfg
     W_Q = lm.decoder.blocks[layer].attn.W_Q.detach().float()                         # [d_model, n_heads*d_head]
-    n_chunks = cfg.d_model // cfg.d_head
-    blocks = W_Q[: n_chunks * cfg.d_head].reshape(n_chunks, cfg.d_head, cfg.n_heads, cfg.d_head)  # [chunk, in, head, out]
-    norms = blocks.pow(2).sum(dim=(1, 3)).sqrt().T                                    # [n_heads, n_chunks]
+    per_head = W_Q.reshape(cfg.d_model, cfg.n_heads, cfg.d_head)                     # [d_model, head, out]
+    norms = torch.stack([per_head[start:end].pow(2).sum(dim=(0, 2)).sqrt()           # [n_heads] per chunk
+                         for start, end in slice_bounds(cfg)], dim=1)                # [n_heads, n_chunks]
     return (norms / norms.sum(dim=1, keepdim=True)).cpu()
 
 

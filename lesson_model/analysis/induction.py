@@ -28,8 +28,8 @@ def random_repeated_tokens(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 
     occurrence), with a seeded CPU generator (same seed, same tokens on every machine)."""
     if seq_len < 2 or n_seqs < 1:
         raise ValueError("need seq_len >= 2 and n_seqs >= 1")
-    special = sorted(getattr(lm.tokenizer, "special_ids", set()))
-    allowed = torch.tensor([i for i in range(lm.cfg.vocab_size) if i not in set(special)])   # [n_allowed]
+    special = set(getattr(lm.tokenizer, "special_ids", set()))          # built once: Gemma has 6,000+
+    allowed = torch.tensor([i for i in range(lm.cfg.vocab_size) if i not in special])   # [n_allowed]
     if seq_len > len(allowed):
         raise ValueError("seq_len is larger than the vocabulary")
     generator = torch.Generator().manual_seed(int(seed))
@@ -73,6 +73,8 @@ class InductionExperiment:
     loss_first: torch.Tensor      # [seq_len - 1] mean loss predicting token i of the first copy, i = 1..seq_len-1
     loss_second: torch.Tensor     # [seq_len - 1] the same token i, in the second copy
     example_patterns: dict        # {(layer, head): [2*seq_len, 2*seq_len]} of sequence 0, for the top heads
+    top1_first: float = float("nan")    # share of the first copy's tokens 1..L-1 that are the model's top guess
+    top1_second: float = float("nan")   # the same on the second copy
 
     @property
     def mean_loss_first(self) -> float:
@@ -91,7 +93,7 @@ def induction_experiment(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
     tokens = random_repeated_tokens(lm, seq_len, n_seqs, seed)         # [n_seqs, 2L]
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(cfg.n_layers)]
     score_sum = torch.zeros(cfg.n_layers, cfg.n_heads)
-    losses, first_patterns = [], None
+    losses, hits, first_patterns = [], [], None
     for part in _chunks(n_seqs, batch):
         run = lm.run(tokens[part], names=names)
         patterns = torch.stack([run.cache[name].float() for name in names], dim=1)   # [b, L, H, 2L, 2L]
@@ -99,6 +101,7 @@ def induction_experiment(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
         if first_patterns is None:
             first_patterns = patterns[0].clone()                       # [L, H, 2L, 2L]
         losses.append(_next_token_loss(run.logits, tokens[part]))      # [b, 2L-1]
+        hits.append((run.logits[:, :-1].argmax(-1) == tokens[part][:, 1:]).float())   # [b, 2L-1] top guess right
         del run, patterns
     scores = score_sum / n_seqs
     loss = torch.cat(losses).mean(0)                                   # [2L-1]; loss[p] predicts token p+1
@@ -106,7 +109,10 @@ def induction_experiment(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
     loss_second = loss[seq_len:2 * seq_len - 1]                        # tokens L+1..2L-1
     examples = {(layer, head): first_patterns[layer, head]
                 for layer, head, _ in top_k_heads(scores, n_examples)}
-    return InductionExperiment(seq_len, seed, tokens, scores, loss_first, loss_second, examples)
+    hit = torch.cat(hits)                                              # [n_seqs, 2L-1]
+    return InductionExperiment(seq_len, seed, tokens, scores, loss_first, loss_second, examples,
+                               top1_first=float(hit[:, 0:seq_len - 1].mean()),
+                               top1_second=float(hit[:, seq_len:2 * seq_len - 1].mean()))
 
 
 def induction_scores(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0) -> torch.Tensor:

@@ -8,6 +8,15 @@ key/value head:
 Multi-head attention (MHA) has as many K/V heads as query heads; grouped-query attention
 (GQA) shares each K/V head among a group of query heads; multi-query attention (MQA)
 has one K/V head for all of them.
+
+A sliding-window layer (Gemma 3's local layers) only attends to the last ``window``
+positions, so a cache that knows it needs only those there:
+
+    window-aware bytes = 2 * n_kv_heads * d_head * bytes per value
+                         * (global layers * context + window layers * min(context, window))
+
+lesson_model's KVCache does not do this: it stores every position in every layer and the
+sliding layers mask the older ones out (kv_bytes, not kv_bytes_windowed, is what it holds).
 """
 
 from __future__ import annotations
@@ -26,6 +35,12 @@ class KVShape:
     n_heads: int          # query heads
     n_kv_heads: int       # key/value heads
     d_head: int
+    window: int | None = None   # sliding window of the window layers (None: every layer is global)
+    n_window_layers: int = 0    # how many of the n_layers use it
+
+    @property
+    def n_global_layers(self) -> int:
+        return self.n_layers - (self.n_window_layers if self.window else 0)
 
     @property
     def kind(self) -> str:
@@ -52,8 +67,11 @@ PRESETS: dict[str, KVShape] = {
 
 
 def shape_of(cfg, name: str) -> KVShape:
-    """A loaded model's KVShape, from its DecoderConfig."""
-    return KVShape(name, n_layers=cfg.n_layers, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, d_head=cfg.d_head)
+    """A loaded model's KVShape, from its DecoderConfig (with its sliding window, if any)."""
+    window_layers = tuple(getattr(cfg, "sliding_layers", ()) or ())
+    window = getattr(cfg, "sliding_window", None) if window_layers else None
+    return KVShape(name, n_layers=cfg.n_layers, n_heads=cfg.n_heads, n_kv_heads=cfg.n_kv_heads, d_head=cfg.d_head,
+                   window=window, n_window_layers=len(window_layers) if window else 0)
 
 
 def bytes_per_value(dtype: str) -> float:
@@ -70,6 +88,37 @@ def kv_bytes_per_token(shape: KVShape, dtype: str = "fp16") -> float:
 def kv_bytes(shape: KVShape, context: int, dtype: str = "fp16", batch: int = 1) -> float:
     """Bytes of the KV cache holding ``context`` tokens for each of ``batch`` sequences."""
     return kv_bytes_per_token(shape, dtype) * context * batch
+
+
+def kv_bytes_per_layer_position(shape: KVShape, dtype: str = "fp16") -> float:
+    """One layer's K and V for one position: 2 * n_kv_heads * d_head * bytes per value."""
+    return 2 * shape.n_kv_heads * shape.d_head * bytes_per_value(dtype)
+
+
+def positions_kept(shape: KVShape, context: int) -> tuple[int, int]:
+    """(positions a global layer needs, positions a window layer needs) for ``context`` tokens."""
+    return context, min(context, shape.window) if shape.window else context
+
+
+def kv_bytes_windowed(shape: KVShape, context: int, dtype: str = "fp16", batch: int = 1) -> float:
+    """Bytes of a window-aware KV cache: the global layers keep every position, the window
+    layers only the last ``window`` (equal to kv_bytes when the model has no window, or
+    when the context fits inside it)."""
+    full, windowed = positions_kept(shape, context)
+    per = kv_bytes_per_layer_position(shape, dtype)
+    return per * (shape.n_global_layers * full + (shape.n_window_layers if shape.window else 0) * windowed) * batch
+
+
+def positions_needed_by_layer(cfg, context: int) -> list[int]:
+    """For each layer of a DecoderConfig, how many past positions its attention can still
+    see after ``context`` tokens: all of them on a global layer, at most the window on a
+    sliding one. (lesson_model's KVCache stores ``context`` positions in every layer.)"""
+    window = getattr(cfg, "window", None)
+    out = []
+    for layer in range(cfg.n_layers):
+        w = window(layer) if callable(window) else None
+        out.append(min(context, w) if w else context)
+    return out
 
 
 def variants(shape: KVShape) -> dict[str, KVShape]:

@@ -3,7 +3,9 @@ were the last one.
 
 The model turns its final residual vector into logits with
     logits = RMSNorm_final(resid) @ W_U
-The logit lens applies the same read-out to the stream after block L (each vector
+(on Gemma too: its final norm, and its unembedding tied to the embedding matrix; the √d_model
+scale on the way in does not matter, the norm divides it out). The logit lens applies the
+same read-out to the stream after block L (each vector
 normalized by its own size, with the final norm's weight), which shows the prediction
 taking shape layer by layer. After the last block it is exactly the model's output.
 
@@ -20,7 +22,12 @@ from dataclasses import dataclass
 import torch
 
 
-CHUNK_ROWS = 256   # vectors decoded per matrix product (256 x 49,152 floats = 50 MB)
+CHUNK_FLOATS = 256 * 49_152   # logits per decoded chunk (50 MB of float32): 256 rows on SmolLM2, 48 on Gemma
+
+
+def chunk_rows(lm) -> int:
+    """Vectors decoded per matrix product, so a chunk of logits stays at CHUNK_FLOATS."""
+    return max(1, CHUNK_FLOATS // lm.cfg.vocab_size)
 
 
 def logit_lens_names(lm, include_embed: bool = False) -> list[str]:
@@ -69,7 +76,7 @@ def logit_lens(lm, run, positions: list[int] | None = None, k: int = 1, include_
     Returns the top-k tokens with probabilities at each (depth, position), and for each
     position the probability and rank, at every depth, of ``targets`` (default: the token
     the model finally predicts there, the argmax of the last depth's logits).
-    Decodes at most CHUNK_ROWS vectors at a time, so memory stays at [CHUNK_ROWS, vocab].
+    Decodes at most chunk_rows(lm) vectors at a time, so memory stays at CHUNK_FLOATS logits.
     """
     n_pos = run.cache[f"blocks.{lm.cfg.n_layers - 1}.hook_resid_post"].shape[1]
     positions = list(range(n_pos)) if positions is None else [p % n_pos for p in positions]
@@ -90,13 +97,14 @@ def logit_lens(lm, run, positions: list[int] | None = None, k: int = 1, include_
         flat = streams.reshape(-1, streams.shape[-1])                               # [depth * pos, d_model]
         flat_targets = targets.repeat(len(layers))                                  # [depth * pos]
         tops_i, tops_p, t_probs, t_ranks = [], [], [], []
-        for start in range(0, flat.shape[0], CHUNK_ROWS):
-            logits = _decode(lm, flat[start:start + CHUNK_ROWS])                    # [rows, vocab]
+        rows = chunk_rows(lm)
+        for start in range(0, flat.shape[0], rows):
+            logits = _decode(lm, flat[start:start + rows])                          # [rows, vocab]
             probs = logits.softmax(-1)
             top = torch.topk(probs, k, dim=-1)
             tops_i.append(top.indices)
             tops_p.append(top.values)
-            tgt = flat_targets[start:start + CHUNK_ROWS, None]                      # [rows, 1]
+            tgt = flat_targets[start:start + rows, None]                            # [rows, 1]
             t_probs.append(probs.gather(-1, tgt)[:, 0])
             t_ranks.append((logits > logits.gather(-1, tgt)).sum(-1))
         shape = (len(layers), len(positions))

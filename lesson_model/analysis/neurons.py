@@ -1,12 +1,14 @@
 """The feed-forward network (MLP) up close: its neurons, its non-linearity, and what a
 neuron writes.
 
-This model's MLP is gated (SwiGLU):
+Both bundled models' MLPs are gated; the gate's activation is the model's own
+(lm.cfg.activation: "silu" for SwiGLU, SmolLM2; "gelu_tanh" for GeGLU, Gemma):
 
     gate = x @ gate_proj                 [pos, d_ff]   hook_pre
     up   = x @ up_proj                   [pos, d_ff]   hook_pre_linear
-    post = silu(gate) * up               [pos, d_ff]   hook_post: the "neuron activations"
+    post = act(gate) * up                [pos, d_ff]   hook_post: the "neuron activations"
     out  = post @ down_proj              [pos, d_model]
+    (with post_norms, Gemma: out = RMSNorm_ln2_post(out) before it is added to the stream)
 
 Neuron n is column n of gate_proj and up_proj (what it reads) and row n of down_proj
 (what it writes): the MLP's output is sum_n post[n] * down_proj[n]. A neuron's value in
@@ -44,6 +46,12 @@ def silu(x: torch.Tensor) -> torch.Tensor:
     return F.silu(x)
 
 
+def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
+    """GELU's tanh approximation, 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the gate of
+    GeGLU (Gemma)."""
+    return F.gelu(x, approximate="tanh")
+
+
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """silu(gate) * up. For a positive gate silu(gate) is close to gate (no upper bound), so
     ``up`` is scaled by about gate; for a negative gate the factor lies in (-0.28, 0): a small,
@@ -52,6 +60,34 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
 
 ACTIVATIONS = {"relu": relu, "gelu": gelu, "silu": silu}
+GATES = {"silu": silu, "gelu_tanh": gelu_tanh}       # lm.cfg.activation -> the gate's function
+
+
+def curves(lm) -> dict:
+    """The activations to draw side by side (relu, gelu, silu), with the model's own form of
+    each: on Gemma "gelu" is the tanh approximation its gate uses."""
+    return dict(ACTIVATIONS, gelu=gelu_tanh) if lm.cfg.activation == "gelu_tanh" else dict(ACTIVATIONS)
+
+
+def own_curve(lm) -> str:
+    """Which of curves(lm) is the model's own gate: "silu" or "gelu"."""
+    return {"silu": "silu", "gelu_tanh": "gelu"}[lm.cfg.activation]
+
+
+def gate_fn(lm):
+    """The activation the model's MLP puts on its gate (lm.cfg.activation)."""
+    return GATES[lm.cfg.activation]
+
+
+def gated(lm, gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """act(gate) * up with the model's own activation: SwiGLU on SmolLM2, GeGLU on Gemma."""
+    return gate_fn(lm)(gate) * up
+
+
+def activation_min(name: str) -> float:
+    """The lowest value an activation reaches (for a negative input): SiLU -0.2785 at -1.278,
+    GELU-tanh -0.1700 at -0.752."""
+    return float(GATES[name](torch.linspace(-4.0, 0.0, 40_001, dtype=torch.float64)).min())
 
 
 # --------------------------------------------------------------------------- neurons on a run
@@ -64,7 +100,7 @@ def neuron_names(layer: int) -> list[str]:
 @dataclass(frozen=True)
 class NeuronActivation:
     neuron: int       # index in 0 .. d_ff-1
-    value: float      # its hook_post value (silu(gate) * up) at the position
+    value: float      # its hook_post value (act(gate) * up) at the position
 
 
 def neuron_top_activations(lm, run, layer: int, position: int = -1, k: int = 10,
@@ -93,15 +129,28 @@ class NeuronVocab:
     suppressed: list[tuple[int, float]]   # most negative first
 
 
+def neuron_write(lm, layer: int, neuron: int) -> torch.Tensor:
+    """The direction one neuron writes into the residual stream per unit of activation: [d_model].
+
+    down_proj[neuron]; with post_norms (Gemma) times ln2_post's weight, since the MLP's output
+    passes that norm before it is added (its division by the output's size depends on the run
+    and scales every neuron alike, so it is left out here; see neuron_effects_on_token)."""
+    block = lm.decoder.blocks[layer]
+    direction = block.mlp.down_proj[neuron].detach().float()                    # [d_model]
+    if hasattr(block, "ln2_post"):
+        direction = direction * block.ln2_post.weight.detach().float()
+    return direction
+
+
 def neuron_output_direction(lm, layer: int, neuron: int, through_norm: bool = True) -> torch.Tensor:
     """The neuron's effect on every logit per unit of activation: [vocab].
 
-    down_proj[neuron] is what the neuron adds to the residual stream. Read straight out
+    neuron_write is what the neuron adds to the residual stream. Read straight out
     through the unembedding (optionally times the final norm's weight, as the real read-out
-    does; the norm's division by the vector's size is left out, it scales all logits alike).
+    does; the norms' divisions by the vector's size are left out, they scale all logits alike).
     """
     d = lm.decoder
-    direction = d.blocks[layer].mlp.down_proj[neuron].detach().float()          # [d_model]
+    direction = neuron_write(lm, layer, neuron)                                 # [d_model]
     if through_norm:
         direction = direction * d.ln_final.weight.detach().float()              # [d_model]
     return direction @ d.W_U.detach().float()                                   # [vocab]
@@ -116,22 +165,33 @@ def neuron_output_tokens(lm, layer: int, neuron: int, k: int = 10, through_norm:
                        suppressed=[(int(i), -float(v)) for v, i in zip(down.values, down.indices)])
 
 
-def neuron_effect_names(layer: int) -> list[str]:
-    """Hook points neuron_logit_effect reads."""
-    return [f"blocks.{layer}.mlp.hook_post", "ln_final.hook_scale"]
+def neuron_effect_names(lm, layer: int) -> list[str]:
+    """Hook points neuron_logit_effect, neuron_effects_on_token and strongest_pusher read
+    (with post_norms also ln2_post's scale, which every neuron's write is divided by)."""
+    names = [f"blocks.{layer}.mlp.hook_post", "ln_final.hook_scale"]
+    return names + ([f"blocks.{layer}.ln2_post.hook_scale"] if lm.cfg.post_norms else [])
+
+
+def _write_scale(lm, run, layer: int, position: int) -> float:
+    """What every neuron's write is divided by before it reaches the stream: the final norm's
+    scale, times ln2_post's scale with post_norms (both frozen at this run's values)."""
+    scale = float(run.cache["ln_final.hook_scale"][0, position, 0])
+    if lm.cfg.post_norms:
+        scale *= float(run.cache[f"blocks.{layer}.ln2_post.hook_scale"][0, position, 0])
+    return scale
 
 
 def neuron_logit_effect(lm, run, layer: int, neuron: int, position: int = -1, k: int = 10) -> NeuronVocab:
     """What this neuron, at this position, adds directly to each next-token logit there.
 
-    effect[t] = post[neuron] * (down_proj[neuron] / s * w_ln) . W_U[:, t], with s the final
-    norm's scale at the position, frozen (as in direct logit attribution). Summed over all
-    neurons of the layer it is that MLP's direct logit attribution. A negative activation
-    flips the neuron's per-unit lists (neuron_output_tokens): what it suppresses per unit,
-    it pushes up here.
+    effect[t] = post[neuron] * (neuron_write / s * w_ln) . W_U[:, t], with s the final
+    norm's scale at the position (times ln2_post's scale on a model with post_norms), frozen
+    as in direct logit attribution. Summed over all neurons of the layer it is that MLP's
+    direct logit attribution. A negative activation flips the neuron's per-unit lists
+    (neuron_output_tokens): what it suppresses per unit, it pushes up here.
     """
     act = float(run.cache[f"blocks.{layer}.mlp.hook_post"][0, position, neuron])
-    scale = float(run.cache["ln_final.hook_scale"][0, position, 0])
+    scale = _write_scale(lm, run, layer, position)
     with torch.inference_mode():
         effect = neuron_output_direction(lm, layer, neuron, through_norm=True) * (act / scale)   # [vocab]
         up, down = torch.topk(effect, k), torch.topk(-effect, k)
@@ -142,15 +202,19 @@ def neuron_logit_effect(lm, run, layer: int, neuron: int, position: int = -1, k:
 def neuron_effects_on_token(lm, run, layer: int, token: int, position: int = -1) -> torch.Tensor:
     """Every neuron's direct effect, at ``position``, on the logit of one token: [d_ff].
 
-    effect[n] = post[n] * (down_proj[n] / s * w_ln) . W_U[:, token] (s frozen, as in direct
-    logit attribution); the sum over n is that MLP's direct logit attribution for the token.
+    effect[n] = post[n] * (down_proj[n] (* w_post) / s * w_ln) . W_U[:, token] (s frozen, as
+    in direct logit attribution; with post_norms s includes ln2_post's scale and w_post is its
+    weight); the sum over n is that MLP's direct logit attribution for the token.
     """
     d = lm.decoder
+    block = d.blocks[layer]
     post = run.cache[f"blocks.{layer}.mlp.hook_post"][0, position].float()            # [d_ff]
-    scale = float(run.cache["ln_final.hook_scale"][0, position, 0])
+    scale = _write_scale(lm, run, layer, position)
     with torch.inference_mode():
         column = d.W_U[:, token].detach().float() * d.ln_final.weight.detach().float()   # [d_model]
-        per_unit = d.blocks[layer].mlp.down_proj.detach().float() @ column                # [d_ff]
+        if hasattr(block, "ln2_post"):
+            column = column * block.ln2_post.weight.detach().float()
+        per_unit = block.mlp.down_proj.detach().float() @ column                          # [d_ff]
     return post * per_unit.to(post.device) / scale
 
 
@@ -169,7 +233,7 @@ class Pusher:
 
 def strongest_pusher(lm, run, layer: int, token: int, position: int = -1, k: int = 12) -> Pusher:
     """Among the ``k`` neurons with the largest |activation| at ``position``, the one that
-    pushes ``token`` up the most, directly (reads neuron_effect_names(layer))."""
+    pushes ``token`` up the most, directly (reads neuron_effect_names(lm, layer))."""
     top = neuron_top_activations(lm, run, layer, position, k=k)
     pushes = neuron_effects_on_token(lm, run, layer, token, position)              # [d_ff]
     best = max(top, key=lambda a: float(pushes[a.neuron]))
@@ -179,13 +243,13 @@ def strongest_pusher(lm, run, layer: int, token: int, position: int = -1, k: int
 
 # --------------------------------------------------------------------------- why the non-linearity
 
-SILU_MIN = float(silu(torch.linspace(-4.0, 0.0, 40_001)).min())   # -0.2785, at g = -1.278
+SILU_MIN = activation_min("silu")   # -0.2785, at g = -1.278
 
 
 @dataclass
 class LinearCollapse:
     """A plain two-matrix MLP with its activation taken out is one matrix. Built here from
-    this layer's up_proj (as W_in) and down_proj (as W_out); this model's real MLP also has
+    this layer's up_proj (as W_in) and down_proj (as W_out); the real gated MLP also has
     gate_proj, and does not collapse (see nonlinearity_check)."""
     product: torch.Tensor            # [d_model, d_model] = up_proj @ down_proj
     singular_values: torch.Tensor    # [d_model], largest first
@@ -203,7 +267,7 @@ def linear_collapse(lm, layer: int, x: torch.Tensor | None = None) -> LinearColl
     [d_ff, d_model]: their product is a single [d_model, d_model] matrix whose rank is at
     most d_model, however wide d_ff is. ``x`` [d_model] (default: a fixed random vector)
     checks the two ways agree. (This leaves gate_proj out: it is the plain MLP's story,
-    not this model's gated one.)
+    not the bundled models' gated one.)
     """
     mlp = lm.decoder.blocks[layer].mlp
     with torch.inference_mode():
@@ -234,8 +298,9 @@ class Additivity:
     inputs a and b:
 
         plain      x -> (x W_up) W_down                    a two-matrix MLP, activation taken out
-        bilinear   x -> ((x W_gate) * (x W_up)) W_down     this gated MLP, SiLU taken out
-        real       x -> (silu(x W_gate) * (x W_up)) W_down the MLP itself
+        bilinear   x -> ((x W_gate) * (x W_up)) W_down     the gated MLP, its activation taken out
+        real       x -> (act(x W_gate) * (x W_up)) W_down  the MLP itself (act: the model's own,
+                                                           lm.cfg.activation; before any post-norm)
 
     A linear map has gap 0 and doubling 2. The bilinear map is a product of two linear
     maps, so it is quadratic: f(2a) = 4 f(a) exactly, and f(a + b) picks up the cross terms
@@ -257,10 +322,12 @@ class Additivity:
 
 def mlp_forward(lm, layer: int, x: torch.Tensor) -> torch.Tensor:
     """The layer's MLP on MLP inputs x [..., d_model] (already normalized, weight applied),
-    computed on the model's device and returned on x's."""
+    with the model's own activation, computed on the model's device and returned on x's.
+    (Its output before any post-norm: on a model with post_norms, hook_mlp_out is
+    ln2_post of this.)"""
     mlp = lm.decoder.blocks[layer].mlp
     v = x.to(mlp.down_proj.device)
-    return (swiglu(v @ mlp.gate_proj, v @ mlp.up_proj) @ mlp.down_proj).to(x.device)
+    return (gated(lm, v @ mlp.gate_proj, v @ mlp.up_proj) @ mlp.down_proj).to(x.device)
 
 
 def mlp_maps(lm, layer: int) -> dict:
@@ -277,7 +344,7 @@ def nonlinearity_check(lm, run, layer: int, pos_a: int, pos_b: int) -> Additivit
     """Feed three maps built from the MLP of ``layer`` the real inputs of two positions,
     their sum, and twice the first (see Additivity).
 
-    Only the plain map adds up: the gated MLP is not linear even with SiLU taken out,
+    Only the plain map adds up: the gated MLP is not linear even with its activation taken out,
     which is why stacking MLPs builds functions no single matrix can.
     """
     w = lm.decoder.blocks[layer].ln2.weight.detach().float()

@@ -4,7 +4,11 @@
     RMSNorm(x)   = x / sqrt(mean(x^2) + eps) * w                  scale only (this model)
 
 Both divide a vector by a measure of its size, so a block reads a vector of a steady
-size however large the residual stream has grown. RMSNorm skips the centering (and the
+size however large the residual stream has grown. Where a block uses them: before each
+sub-layer (pre-norm: ln1, ln2, both models), and on a model with post_norms (Gemma's
+"sandwich") also after each sub-layer, before its output is added (ln1_post, ln2_post),
+plus, with qk_norm, over every head's q and k (q_norm, k_norm); see block_norms and
+sublayer_writes. RMSNorm skips the centering (and the
 bias), which saves work and, in practice, costs no quality (Zhang & Sennrich 2019).
 
     from lesson_model.analysis.norms import compare_norms, residual_norms
@@ -58,6 +62,56 @@ def compare_norms(x: torch.Tensor, eps: float = 1e-5) -> NormComparison:
         rms_mean=float(rn.mean()), rms_rms=float(rn.pow(2).mean().sqrt()),
         max_gap=float((ln - rn).abs().max()),
     )
+
+
+def block_norms(lm) -> list[str]:
+    """The norms inside one block, in the order a vector meets them (names as in the hooks):
+    ["ln1", "ln2"] pre-norm only; with qk_norm and post_norms
+    ["ln1", "attn.q_norm", "attn.k_norm", "ln1_post", "ln2", "ln2_post"]."""
+    cfg = lm.cfg
+    return (["ln1"] + (["attn.q_norm", "attn.k_norm"] if cfg.qk_norm else []) + (["ln1_post"] if cfg.post_norms else [])
+            + ["ln2"] + (["ln2_post"] if cfg.post_norms else []))
+
+
+def sublayer_write_names(lm) -> list[str]:
+    """Hook points sublayer_writes reads."""
+    names = []
+    for L in range(lm.cfg.n_layers):
+        names += [f"blocks.{L}.hook_attn_out", f"blocks.{L}.hook_mlp_out"]
+        if lm.cfg.post_norms:
+            names += [f"blocks.{L}.ln1_post.hook_scale", f"blocks.{L}.ln2_post.hook_scale"]
+    return names
+
+
+@dataclass
+class SublayerWrites:
+    """How long the vector each sub-layer computes is, and how long what it adds to the stream is,
+    at one position. Column 0 is attention, column 1 the MLP."""
+    computed: torch.Tensor   # [n_layers, 2] |output| before any post-norm (attention: the heads' sum; MLP: down_proj's output)
+    written: torch.Tensor    # [n_layers, 2] |hook_attn_out|, |hook_mlp_out|: what is added to the stream
+    post_norms: bool         # False: nothing between the two, computed == written
+
+
+def sublayer_writes(lm, run, position: int = -1) -> SublayerWrites:
+    """The size of each sub-layer's output before and after its post-norm.
+
+    With post_norms, hook_attn_out = ln1_post(o) = o / s * w with s = sqrt(mean(o^2) + eps)
+    (ln1_post.hook_scale), so the output's own length is |o| = sqrt(d_model (s^2 - eps)),
+    read from the scale without keeping o; likewise for the MLP and ln2_post. Without post
+    norms the sub-layer's output is what is added.
+    """
+    d, L = lm.cfg.d_model, lm.cfg.n_layers
+    written = torch.tensor([[float(run.cache[f"blocks.{i}.hook_{k}_out"][0, position].double().norm())
+                             for k in ("attn", "mlp")] for i in range(L)], dtype=torch.float64)
+    if not lm.cfg.post_norms:
+        return SublayerWrites(computed=written.clone(), written=written, post_norms=False)
+    computed = torch.zeros(L, 2, dtype=torch.float64)
+    for i in range(L):
+        for j, norm in enumerate(("ln1_post", "ln2_post")):
+            s = float(run.cache[f"blocks.{i}.{norm}.hook_scale"][0, position, 0])
+            eps = getattr(lm.decoder.blocks[i], norm).eps
+            computed[i, j] = (d * max(s * s - eps, 0.0)) ** 0.5
+    return SublayerWrites(computed=computed, written=written, post_norms=True)
 
 
 def residual_names(lm) -> list[str]:

@@ -15,6 +15,12 @@ A transformer's weights are matrices whose sizes follow from a handful of number
     MoE per layer         n_experts experts + a router d_model x n_experts; a token uses
                           experts_per_token of them
     embedding             vocab x d_model (+ an unembedding of the same size unless tied)
+    norms per layer       one weight of d_model per norm: 2 (pre-norm), 4 with post-norms
+                          (Gemma's sandwich), plus 2 of d_head with QK-norm (q_norm, k_norm)
+
+The loaded model's breakdown is read from its tensors by name: ``W_E`` embedding, the
+attention's and the MLP's matrices, and every norm weight (ln1, ln2, ln1_post, ln2_post,
+attn.q_norm, attn.k_norm, ln_final) under "norms".
 """
 
 from __future__ import annotations
@@ -33,13 +39,15 @@ class ArchConfig:
     d_head: int
     d_ff: int
     vocab_size: int
-    gated_mlp: bool = True        # SwiGLU: gate, up and down matrices (GPT-2/3: up and down only)
+    gated_mlp: bool = True        # SwiGLU/GeGLU: gate, up and down matrices (GPT-2/3: up and down only)
     n_experts: int = 1            # MLPs per layer (mixture of experts when > 1)
     experts_per_token: int = 1    # how many of them one token goes through
     tied_embeddings: bool = False  # unembedding = embedding matrix (counted once)
     learned_positions: int = 0    # rows of a learned absolute position table (GPT-2/3); 0 for RoPE
     biases: bool = False          # GPT-2/3 style biases on every linear layer
     layer_norm: bool = False      # LayerNorm (weight + bias) instead of RMSNorm (weight only)
+    post_norms: bool = False      # a norm after each sub-layer too (Gemma's "sandwich"): 4 per block
+    qk_norm: bool = False         # an RMSNorm of width d_head over every head's q and k (2 per block)
 
 
 @dataclass
@@ -68,7 +76,8 @@ def count_params(cfg: ArchConfig) -> ParamCount:
         expert += (cfg.d_ff if not cfg.gated_mlp else 2 * cfg.d_ff) + d
     router = d * cfg.n_experts if cfg.n_experts > 1 else 0
     norm = 2 * d if cfg.layer_norm else d                                   # one norm's weight (+ bias)
-    per_layer = {"attention": attention, "mlp": expert * cfg.n_experts, "router": router, "norms": 2 * norm}
+    norms = (4 if cfg.post_norms else 2) * norm + (2 * dh if cfg.qk_norm else 0)
+    per_layer = {"attention": attention, "mlp": expert * cfg.n_experts, "router": router, "norms": norms}
     per_layer_active = dict(per_layer, mlp=expert * cfg.experts_per_token)
 
     embedding = cfg.vocab_size * d + cfg.learned_positions * d
@@ -87,30 +96,49 @@ def count_params(cfg: ArchConfig) -> ParamCount:
 
 
 def config_of(lm) -> ArchConfig:
-    """The loaded model's architecture as an ArchConfig (Llama family: RoPE, RMSNorm, SwiGLU)."""
+    """The loaded model's architecture as an ArchConfig (RoPE, RMSNorm, a gated MLP; post-norms
+    and QK-norm as its config says)."""
     c = lm.cfg
     return ArchConfig(name=lm.name, n_layers=c.n_layers, d_model=c.d_model, n_heads=c.n_heads,
                       n_kv_heads=c.n_kv_heads, d_head=c.d_head, d_ff=c.d_ff, vocab_size=c.vocab_size,
-                      tied_embeddings=c.tie_embeddings, biases=False)
+                      tied_embeddings=c.tie_embeddings, biases=c.attn_bias, post_norms=c.post_norms,
+                      qk_norm=c.qk_norm)
+
+
+def kind_of(name: str) -> str:
+    """The part a parameter of the decoder belongs to, from its name: "embedding",
+    "unembedding", "attention", "mlp" or "norms" (every norm weight, the QK-norm's included)."""
+    if name == "W_E":
+        return "embedding"
+    if name == "W_U_untied":
+        return "unembedding"
+    if name.endswith("norm.weight") or ".ln" in name or name.startswith("ln_final"):
+        return "norms"
+    if ".attn." in name:
+        return "attention"
+    if ".mlp." in name:
+        return "mlp"
+    return "norms"
 
 
 def model_breakdown(lm) -> ParamCount:
     """Counts of the loaded model by part, read from its real tensors (not from its config).
 
-    Parameters are grouped by name: ``W_E`` (+ ``W_U_untied``) is the embedding part,
-    ``*.attn.*`` attention, ``*.mlp.*`` MLP, the rest are norm weights.
+    Parameters are grouped by name (kind_of): ``W_E`` (+ ``W_U_untied``) is the embedding part,
+    the attention's matrices (and biases) attention, the MLP's matrices MLP, and every norm
+    weight, including the QK-norm's and the post-norms', norms.
     """
     layer: dict[int, dict[str, int]] = {}
     embedding = unembedding = final_norm = 0
     for name, p in lm.decoder.named_parameters():
         n = p.numel()
-        if name == "W_E":
+        kind = kind_of(name)
+        if kind == "embedding":
             embedding += n
-        elif name == "W_U_untied":
+        elif kind == "unembedding":
             unembedding += n
         elif name.startswith("blocks."):
             index = int(name.split(".")[1])
-            kind = "attention" if ".attn." in name else "mlp" if ".mlp." in name else "norms"
             row = layer.setdefault(index, {"attention": 0, "mlp": 0, "router": 0, "norms": 0})
             row[kind] += n
         else:
