@@ -1,6 +1,6 @@
 """Page time in a real browser: from opening the home page to its last chart drawn.
 
-    .venv/bin/python -m bench.bench_app [--runs 5] [--threads 1 2] [--sessions 5]
+    .venv/bin/python -m bench.bench_app [--runs 5] [--threads 1 2] [--sessions 5] [--model gemma-3-270m]
 
 For each torch thread count (DECODER_LAB_THREADS of the server) it starts the app, warms the
 model with one visit, then times, each in a fresh browser session (a student opening a
@@ -57,16 +57,16 @@ async def open_and_time(browser, url: str) -> float:
     return elapsed
 
 
-async def bench_server(base: str, lm, runs: int, sessions: int) -> list[tuple[str, list[float]]]:
+async def bench_server(base: str, lm, runs: int, sessions: int, model: str) -> list[tuple[str, list[float]]]:
     from playwright.async_api import async_playwright
 
     rows = []
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
-        await open_and_time(browser, harness.page_url(base, "home", lang="en"))        # load the model
+        await open_and_time(browser, harness.page_url(base, "home", lang="en", model=model))   # load the model
         for n_tokens in (20, 200):
             fresh = make_prompts(lm, n_tokens, runs + 1 + sessions)
-            url = lambda prompt: harness.page_url(base, "home", lang="en", prompt=prompt)  # noqa: E731
+            url = lambda prompt: harness.page_url(base, "home", lang="en", prompt=prompt, model=model)  # noqa: E731
             await open_and_time(browser, url(fresh[0]))           # warm this size's code paths
             first = [await open_and_time(browser, url(prompt)) for prompt in fresh[1:runs + 1]]
             repeat = [await open_and_time(browser, url(fresh[1])) for _ in range(runs)]
@@ -105,9 +105,9 @@ def script_time(base: str, query: dict) -> float:
         ws.close()
 
 
-def bench_websocket(base: str, lm, runs: int, sessions: int) -> list[tuple[str, list[float]]]:
+def bench_websocket(base: str, lm, runs: int, sessions: int, model: str) -> list[tuple[str, list[float]]]:
     rows = []
-    query = lambda prompt: {"lang": "en", "prompt": prompt}  # noqa: E731
+    query = lambda prompt: {"lang": "en", "prompt": prompt, "model": model}  # noqa: E731
     for n_tokens in (20, 200):
         fresh = make_prompts(lm, n_tokens, 100 + runs + 2 * sessions)[100:]      # unseen by the browser cases
         rows.append((f"{n_tokens} tokens, 1 session, first view [no browser]",
@@ -128,19 +128,20 @@ def main(argv=None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--sessions", type=int, default=5)
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--model", default="smollm2-135m", help="smollm2-135m or gemma-3-270m")
     args = parser.parse_args(argv)
     if not harness.chromium_available():
         print("chromium not found at /usr/bin/chromium (apt-get install -y chromium fonts-noto-cjk)")
         return 1
     from lesson_model import load_model
-    lm = load_model()
-    print("Home page: browser open -> last chart drawn (seconds), warm model")
+    lm = load_model(args.model)
+    print(f"Home page on {lm.name}: browser open -> last chart drawn (seconds), warm model")
     print(f"{'torch threads':>13} | {'case':<58} | {'median':>6} | {'max':>6}")
     sys.stdout.flush()
     for threads in args.threads:
         with harness.streamlit_server(env={"DECODER_LAB_THREADS": str(threads)}) as base:
-            rows = asyncio.run(bench_server(base, lm, args.runs, args.sessions))
-            rows += bench_websocket(base, lm, args.runs, args.sessions)
+            rows = asyncio.run(bench_server(base, lm, args.runs, args.sessions, args.model))
+            rows += bench_websocket(base, lm, args.runs, args.sessions, args.model)
             for case, times in rows:
                 print(f"{threads:>13} | {case:<58} | {statistics.median(times):6.2f} | {max(times):6.2f}")
                 sys.stdout.flush()
