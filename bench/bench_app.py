@@ -35,7 +35,8 @@ def make_prompts(lm, n_tokens: int, count: int) -> list[str]:
     for k in range(count):
         words = [WORDS[(k * 7 + i * 3) % len(WORDS)] for i in range(n_tokens * 2)]
         text = f"Story {k}: " + " ".join(words)
-        ids = lm.encode(text)[:n_tokens]
+        bos = 1 if lm.tokenizer.bos_id is not None else 0      # Gemma's <bos> counts, but is not text
+        ids = lm.encode(text)[bos:n_tokens]
         text = lm.decode(ids)
         assert len(lm.encode(text)) == n_tokens, "prompt does not round-trip to the same length"
         prompts.append(text)
