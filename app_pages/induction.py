@@ -88,8 +88,8 @@ else:
     # The token strip: first A, its B, the second A highlighted (escaped token text).
     marks = {a1: "blue", b: "green", a2: "orange"}
     strip = []
-    for i in range(min(n, STRIP_MAX)):
-        text = md_escape(plain[i])
+    for i in range(min(n, STRIP_MAX)):      # each token in its own box: token boundaries stay visible in Chinese
+        text = code_span(plain[i])
         strip.append(f":{marks[i]}-background[**{text}**]" if i in marks else text)
     st.markdown(" ".join(strip))
     st.caption(page.t("strip_legend", a1=a1, b=b, a2=a2))

@@ -77,10 +77,10 @@ with figure:
         st.caption(page.t("ids.caption", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
                           first=f"{facts.merged_range.first:,}"))
     else:                            # SentencePiece style: blocks of bytes, merged pieces, characters
-        st.caption(page.t("ids.caption_sp", bytes=id_range(facts.byte_range), merged=id_range(facts.merged_block),
-                          chars=id_range(facts.char_range), bos=code_span(bos or "—"),
-                          bos_id=lm.tokenizer.bos_id if bos else "—")
-                   + (" " + page.t("ids.caption_sp_order") if facts.merges_follow_ids else ""))
+        st.caption(i18n.join_sentences([
+            page.t("ids.caption_sp", bytes=id_range(facts.byte_range), merged=id_range(facts.merged_block),
+                   chars=id_range(facts.char_range), bos=code_span(bos or "—"), bos_id=lm.tokenizer.bos_id if bos else "—"),
+            page.t("ids.caption_sp_order") if facts.merges_follow_ids else ""]))
 
 with st.expander(page.t("table.title"), icon=":material/table:"):
     char_of = {id(tok): g.text for g in groups for tok in g.tokens}
