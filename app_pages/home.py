@@ -276,8 +276,9 @@ facts = [
     ("layers", cfg.n_layers), ("heads", cfg.n_heads), ("kv_heads", cfg.n_kv_heads),
     ("d_model", cfg.d_model), ("d_head", cfg.d_head), ("d_ff", cfg.d_ff), ("vocab", cfg.vocab_size),
 ]
-for col, (fact, value) in zip(st.columns(len(facts)), facts):
-    col.metric(page.t(f"card.{fact}"), f"{value:,}", help=page.t(f"card.{fact}_help"))
+for row in (facts[:4], facts[4:]):     # two rows: seven metrics side by side cut 262,144 at 1024 px
+    for col, (fact, value) in zip(st.columns(4), row):
+        col.metric(page.t(f"card.{fact}"), f"{value:,}", help=page.t(f"card.{fact}_help"))
 st.markdown(page.t("card.design_title") + "\n\n" + "\n".join(f"- {line}" for line in design_lines()))
 theme.plot(param_figure(counts), key="param_chart", height=250, title_width=70)
 st.markdown(quantization_text())

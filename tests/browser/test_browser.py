@@ -125,12 +125,14 @@ def test_html_in_prompt_stays_text(tab, base_url, shots, page_id):
 def test_url_carries_shared_state_across_pages(tab, base_url):
     tab.goto(harness.page_url(base_url, "home", lang="zh-Hant", prompt="Hello world", top="5"))
     harness.wait_until_drawn(tab)
-    assert query(tab) == {"lang": "zh-Hant", "prompt": "Hello world", "top": "5"}
+    # A Chinese visitor starts on Gemma, and the link says so (a teacher's link fixes the model).
+    assert query(tab) == {"lang": "zh-Hant", "prompt": "Hello world", "top": "5", "model": "gemma-3-270m"}
     rerun(tab, lambda: tab.locator("[data-testid='stSidebarNav'] a[href$='/tokens']").click())
     assert tab.locator(harness.TITLE).first.inner_text().strip() == i18n.catalog("zh-Hant")["nav.tokens"]
     assert tab.locator("[data-testid='stSidebar'] textarea").input_value() == "Hello world"
     params = query(tab)
     assert params.get("lang") == "zh-Hant" and params.get("prompt") == "Hello world" and "top" not in params
+    assert params.get("model") == "gemma-3-270m"
 
 
 def test_controls_and_append_update_the_url(tab, base_url):
