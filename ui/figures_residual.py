@@ -245,7 +245,9 @@ def sandwich_diagram(tr: T, font: str) -> str:
     output is normalized once more before it is added; the stream itself is never normalized."""
     circle = 'shape=circle width=0.22 height=0.22 margin=0 fixedsize=true'
     return "\n".join([
-        "digraph sandwich {", *_head(font),
+        # Two rows (attention, then the MLP): in one row its ten boxes would shrink below 12 px at 1024 px.
+        "digraph sandwich {", *_head(font, rankdir="TB"),
+        "{rank=same; x; n1; f1; p1; a1;} {rank=same; n2; f2; p2; a2; y;}",
         f'x [label="{tr("diag.x")}"];',
         f'n1 [label="{tr("diag.norm")}" fillcolor="#e0f2e9"]; f1 [label="{tr("diag.attn")}" fillcolor="#dbeafe"];',
         f'p1 [label="{tr("diag.post_norm")}" fillcolor="#e0f2e9"]; a1 [label="+" {circle}];',
