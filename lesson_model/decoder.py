@@ -271,7 +271,8 @@ class Attention(nn.Module):
             z = pattern @ v_h                                                         # [batch, n_heads, q_pos, d_head]
         else:
             # 4'. Nobody looks at the scores: the same computation in PyTorch's fused kernel.
-            if n_new == k.shape[1] and self.sliding_window is None:
+            window_hides_nothing = self.sliding_window is None or k.shape[1] <= self.sliding_window
+            if n_new == k.shape[1] and window_hides_nothing:                           # plain causal: the fast kernel
                 z = F.scaled_dot_product_attention(q_h, k_h, v_h, is_causal=True, enable_gqa=True)
             else:
                 z = F.scaled_dot_product_attention(q_h, k_h, v_h, attn_mask=self.allowed(q_pos, k_pos), enable_gqa=True)
