@@ -39,6 +39,14 @@ TARGETS = {"full": 1.10, "none": 1.00}
 
 # --------------------------------------------------------------------------- the reference model
 
+def _projections(h: str, b) -> dict:
+    """One block's attention and MLP matrices under transformers' names (the same in Llama and Gemma 3)."""
+    return {f"{h}.self_attn.q_proj.weight": b.attn.W_Q.T, f"{h}.self_attn.k_proj.weight": b.attn.W_K.T,
+            f"{h}.self_attn.v_proj.weight": b.attn.W_V.T, f"{h}.self_attn.o_proj.weight": b.attn.W_O.T,
+            f"{h}.mlp.gate_proj.weight": b.mlp.gate_proj.T, f"{h}.mlp.up_proj.weight": b.mlp.up_proj.T,
+            f"{h}.mlp.down_proj.weight": b.mlp.down_proj.T}
+
+
 def gemma_twin(lm):
     """A transformers Gemma3ForCausalLM holding exactly lm's weights (its norms store w, ours 1 + w)."""
     from transformers import Gemma3ForCausalLM, Gemma3TextConfig
@@ -60,10 +68,7 @@ def gemma_twin(lm):
         sd |= {f"{h}.input_layernorm.weight": w(b.ln1), f"{h}.post_attention_layernorm.weight": w(b.ln1_post),
                f"{h}.pre_feedforward_layernorm.weight": w(b.ln2), f"{h}.post_feedforward_layernorm.weight": w(b.ln2_post),
                f"{h}.self_attn.q_norm.weight": w(b.attn.q_norm), f"{h}.self_attn.k_norm.weight": w(b.attn.k_norm),
-               f"{h}.self_attn.q_proj.weight": b.attn.W_Q.T, f"{h}.self_attn.k_proj.weight": b.attn.W_K.T,
-               f"{h}.self_attn.v_proj.weight": b.attn.W_V.T, f"{h}.self_attn.o_proj.weight": b.attn.W_O.T,
-               f"{h}.mlp.gate_proj.weight": b.mlp.gate_proj.T, f"{h}.mlp.up_proj.weight": b.mlp.up_proj.T,
-               f"{h}.mlp.down_proj.weight": b.mlp.down_proj.T}
+               **_projections(h, b)}
     model.load_state_dict({k: v.detach().contiguous() for k, v in sd.items()}, strict=True)
     return model.eval().requires_grad_(False)
 
@@ -88,10 +93,7 @@ def transformers_twin(lm):
     for L, b in enumerate(dec.blocks):
         h = f"model.layers.{L}"
         sd |= {f"{h}.input_layernorm.weight": b.ln1.weight, f"{h}.post_attention_layernorm.weight": b.ln2.weight,
-               f"{h}.self_attn.q_proj.weight": b.attn.W_Q.T, f"{h}.self_attn.k_proj.weight": b.attn.W_K.T,
-               f"{h}.self_attn.v_proj.weight": b.attn.W_V.T, f"{h}.self_attn.o_proj.weight": b.attn.W_O.T,
-               f"{h}.mlp.gate_proj.weight": b.mlp.gate_proj.T, f"{h}.mlp.up_proj.weight": b.mlp.up_proj.T,
-               f"{h}.mlp.down_proj.weight": b.mlp.down_proj.T}
+               **_projections(h, b)}
     model.load_state_dict({k: v.detach().contiguous() for k, v in sd.items()}, strict=True)
     return model.eval().requires_grad_(False)
 

@@ -33,6 +33,12 @@ def gemma():
 
 
 @pytest.fixture(scope="session")
+def models(lm, gemma):
+    """Both real models by their ?model= key."""
+    return {"smollm2-135m": lm, "gemma-3-270m": gemma}
+
+
+@pytest.fixture(scope="session")
 def warm_app(lm):
     """Run the app once per bundled model so both sit in Streamlit's resource cache for every AppTest."""
     from streamlit.testing.v1 import AppTest

@@ -29,11 +29,6 @@ CHARTS = ["activation_chart", "swiglu_chart", "singular_chart", "neuron_bars", "
 MODELS = {"smollm2-135m": "lm", "gemma-3-270m": "gemma"}
 
 
-@pytest.fixture
-def models(lm, gemma):
-    return {"smollm2-135m": lm, "gemma-3-270m": gemma}
-
-
 @pytest.mark.parametrize("lang,model", [("en", "smollm2-135m"), ("zh-Hant", "gemma-3-270m"), ("zh-Hans", "smollm2-135m"),
                                         ("en", "gemma-3-270m")])
 def test_default_prompt_every_language(open_page, models, lang, model):

@@ -18,11 +18,6 @@ SMOL, GEMMA = "smollm2-135m", "gemma-3-270m"
 MODELS = [SMOL, GEMMA]
 
 
-@pytest.fixture
-def models(lm, gemma):
-    return {SMOL: lm, GEMMA: gemma}
-
-
 def metric(at, label: str) -> str:
     return next(m.value for m in at.metric if m.label == label)
 
