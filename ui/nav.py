@@ -27,6 +27,11 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
         ("sampling", ":material/casino:"),
         ("generation", ":material/autorenew:"),
     ]),
+    ("lab", [
+        ("architecture", ":material/account_tree:"),
+        ("whatif", ":material/science:"),
+        ("train", ":material/model_training:"),
+    ]),
 ]
 
 PAGES: list[str] = [page for _, pages in SECTIONS for page, _ in pages]
