@@ -11,7 +11,7 @@ import torch
 
 from lesson_model.analysis import induction as I
 from ui import figures_induction as F
-from ui import state, theme
+from ui import nav, state, theme
 from ui.i18n import join_list, join_sentences
 from ui.lesson import Lesson
 from ui.text import code_span, html_escape, md_escape
@@ -107,6 +107,7 @@ else:
 # --- 2. the standard test: repeated random tokens -------------------------------------------------
 st.subheader(page.t("random_title"), anchor=False)
 page.prose("random")
+st.page_link(nav.page_file("train"), label=page.t("train_link"), icon=":material/model_training:")
 figure_area, controls = page.columns()
 with controls:
     seq_len = state.url_int("len", page.t("len_label"), 10, 100, 50, widget="number", help=page.t("len_help"))

@@ -34,6 +34,9 @@ SECTIONS: list[tuple[str, list[tuple[str, str]]]] = [
     ]),
 ]
 
+# Pages that run no bundled model (the training lab trains its own tiny one): the shell does not load one for them.
+NO_MODEL = frozenset({"train"})
+
 PAGES: list[str] = [page for _, pages in SECTIONS for page, _ in pages]
 ICONS: dict[str, str] = {page: icon for _, pages in SECTIONS for page, icon in pages}
 
