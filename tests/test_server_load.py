@@ -10,9 +10,8 @@ speaks), and makes them all open pages at the same moment, each session a differ
 in as many rounds as it takes to open every page: no session may get an exception element
 and every run must finish.
 
-Loopback only; every wait is bounded; the server is stopped by its own pid. Streamlit is
-pinned (requirements.txt) and this speaks its 1.67 protocol: BackMsg.rerun_script with the
-page's url_path as page_name, ForwardMsgs until script_finished.
+Loopback only; every wait is bounded; the server is stopped by its own pid. The sessions
+speak Streamlit's websocket protocol through tests/protocol.py.
 
 For experiments: DECODER_LAB_LOAD_SESSIONS (default 10) and DECODER_LAB_LOAD_PAGES (a comma
 separated list of page ids, default every page).
@@ -24,11 +23,10 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlencode
-
 import pytest
 
 from tests.browser.harness import streamlit_server
+from tests.protocol import Client
 from ui import nav
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]
@@ -52,53 +50,6 @@ class Session:
     other: list[tuple[str, str]] = field(default_factory=list)        # (page, what went wrong)
 
 
-def exception_text(element) -> str:
-    exc = element.exception
-    return f"{exc.type}: {exc.message}".strip()
-
-
-def elements_of(forward_msg):
-    """The elements a ForwardMsg delta adds (a new element, or the elements of a transient one)."""
-    delta = forward_msg.delta
-    kind = delta.WhichOneof("type")
-    if kind == "new_element":
-        return [delta.new_element]
-    if kind == "new_transient":
-        return list(getattr(delta.new_transient, "elements", []))
-    return []
-
-
-def open_page(ws, page: str, session: Session, deadline: float) -> None:
-    """Send one rerun for `page` and read ForwardMsgs until its run has finished."""
-    from streamlit.proto.BackMsg_pb2 import BackMsg
-    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
-
-    back = BackMsg()
-    # Half the class reads Chinese, so both models load at once on the fresh server (Chinese starts on Gemma).
-    lang = "zh-Hant" if session.index % 2 else "en"
-    back.rerun_script.query_string = urlencode({"lang": lang, "prompt": PROMPT, **PAGE_PARAMS.get(page, {})})
-    back.rerun_script.page_name = "" if page == nav.HOME else page
-    ws.send_binary(back.SerializeToString())
-    while time.monotonic() < deadline:
-        msg = ForwardMsg()
-        msg.ParseFromString(ws.recv())
-        kind = msg.WhichOneof("type")
-        if kind == "delta":
-            for element in elements_of(msg):
-                if element.WhichOneof("type") == "exception":
-                    session.exceptions.append((page, exception_text(element)))
-        elif kind == "page_not_found":
-            session.other.append((page, "page not found"))
-        elif kind == "session_event" and msg.session_event.WhichOneof("type") == "script_compilation_exception":
-            session.other.append((page, "script compilation error"))
-        elif kind == "script_finished":
-            status = ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)
-            if status != "FINISHED_EARLY_FOR_RERUN":      # a rerun the script asked for runs on
-                session.finished[page] = status
-                return
-    session.other.append((page, f"no script_finished within {RUN_TIMEOUT} s"))
-
-
 def pages_of(index: int) -> list[str]:
     """The pages session `index` opens, one per round: in each round the sessions are spread over
     different pages (a class on a fresh server, each learner on a lesson), and the rounds together
@@ -108,23 +59,27 @@ def pages_of(index: int) -> list[str]:
 
 
 def run_session(base: str, session: Session, barrier: threading.Barrier, stop_at: float) -> None:
-    import websocket   # websocket-client, pinned in requirements-dev.txt
-
-    url = base.replace("http://", "ws://", 1) + "/_stcore/stream"
-    ws = None
+    client = None
+    # Half the class reads Chinese, so both models load at once on the fresh server (Chinese starts on Gemma).
+    lang = "zh-Hant" if session.index % 2 else "en"
     try:
-        ws = websocket.create_connection(url, subprotocols=["streamlit"], timeout=RECV_TIMEOUT, suppress_origin=True)
+        client = Client(base, timeout=RECV_TIMEOUT)
         for page in pages_of(session.index):
             barrier.wait(timeout=max(1.0, stop_at - time.monotonic()))   # every session sends at the same moment
-            open_page(ws, page, session, min(stop_at, time.monotonic() + RUN_TIMEOUT))
+            client.timeout = max(1.0, min(RUN_TIMEOUT, stop_at - time.monotonic()))
+            result = client.open(page, {"lang": lang, "prompt": PROMPT, **PAGE_PARAMS.get(page, {})})
+            session.exceptions += [(page, text) for text in result.exceptions]
+            session.other += [(page, what) for what in result.problems]
+            if result.status:
+                session.finished[page] = result.status
     except threading.BrokenBarrierError:
         session.other.append(("-", "another session failed or the test ran out of time"))
     except Exception as exc:   # noqa: BLE001 - reported by the test below
         session.other.append(("-", f"{type(exc).__name__}: {exc}"))
         barrier.abort()        # release the others instead of leaving them waiting
     finally:
-        if ws is not None:
-            ws.close()
+        if client is not None:
+            client.close()
 
 
 def test_many_sessions_open_every_page_at_once_on_a_fresh_server():

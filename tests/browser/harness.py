@@ -44,8 +44,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(env: dict | None = None, timeout: float = 120):
-    """Run app.py on a free loopback port; yields the base URL."""
+def streamlit_server(env: dict | None = None, timeout: float = 120, procs: list | None = None):
+    """Run app.py on a free loopback port; yields the base URL (the server's Popen is appended
+    to ``procs`` when given, e.g. to read its memory)."""
     port = free_port()
     log = open(os.devnull, "w")
     proc = subprocess.Popen(
@@ -55,6 +56,8 @@ def streamlit_server(env: dict | None = None, timeout: float = 120):
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
     )
     base = f"http://127.0.0.1:{port}"
+    if procs is not None:
+        procs.append(proc)
     try:
         deadline = time.monotonic() + timeout
         while True:

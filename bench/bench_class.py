@@ -1,0 +1,169 @@
+"""A class on one server: N students open the teacher's link at once, each on a lesson page.
+
+    .venv/bin/python -m bench.bench_class [--students 1 10 25] [--output bench/RESULTS_class.md]
+
+Starts the app on a loopback port, warms both models with one visit each, then for each N
+drives N simulated students over Streamlit's websocket (tests/protocol.py: what a browser
+sends, without the browser). Student i opens page i of the course (every page, wrapping
+round), in English, 繁體中文 or 简体中文 in turn, on SmolLM2 or Gemma in turn; all at the same
+moment (first view), then all type a new prompt at the same moment (rerun). Two cases:
+
+    (a) teacher's prompt   every student opens the link with the same prompt
+    (b) own prompts        every student opens it with their own prompt
+
+It prints, per N and case: first-view and rerun latency (median, p90, max, seconds from the
+request to the end of the run), errors (exception elements, runs that did not finish), the
+bytes each run sent, and the server's peak resident memory so far (VmHWM of the server
+process, both models loaded). Every N uses prompts no earlier run used, so the shared run
+cache cannot answer from a previous N; per-model analyses the app caches per process stay
+warm, as on a real server after its first class.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.browser import harness
+from tests.protocol import Client, Result
+from ui import nav
+
+LANGS = ("en", "zh-Hant", "zh-Hans")
+MODELS = ("smollm2-135m", "gemma-3-270m")
+# What a student might type: a sentence of their own, in their language (a number makes each unique).
+OWN = {
+    "en": "Student {i} wrote: my dog {k} chased the ball across the park because it was",
+    "zh-Hant": "學生{i}寫道：我的狗追著球跑過公園，因為牠{k}",
+    "zh-Hans": "学生{i}写道：我的狗追着球跑过公园，因为它{k}",
+}
+TEACHER = {
+    "en": "The cat sat on the mat because it was tired. The cat {k}",
+    "zh-Hant": "貓坐在墊子上，因為牠累了。貓{k}",
+    "zh-Hans": "猫坐在垫子上，因为它累了。猫{k}",
+}
+# Pages whose work grows with a parameter: keep them on the course's defaults (what a link gives).
+PAGE_PARAMS: dict[str, dict] = {}
+RESULTS = Path(__file__).resolve().parent / "RESULTS_class.md"
+
+
+@dataclass
+class Student:
+    index: int
+    page: str
+    lang: str
+    model: str
+    first: Result | None = None
+    rerun: Result | None = None
+    errors: list[str] = field(default_factory=list)
+
+
+def students(n: int) -> list[Student]:
+    pages = nav.PAGES
+    return [Student(i, pages[i % len(pages)], LANGS[i % len(LANGS)], MODELS[(i // len(LANGS)) % len(MODELS)])
+            for i in range(n)]
+
+
+def prompt_for(student: Student, case: str, salt: str) -> str:
+    if case == "teacher":
+        return TEACHER[student.lang].format(k=salt)
+    return OWN[student.lang].format(i=student.index, k=salt)
+
+
+def drive(base: str, student: Student, case: str, salt: str, barrier: threading.Barrier, timeout: float) -> None:
+    query = {"lang": student.lang, "model": student.model, **PAGE_PARAMS.get(student.page, {})}
+    try:
+        with Client(base, timeout=timeout) as client:
+            barrier.wait(timeout=timeout)
+            student.first = client.open(student.page, {**query, "prompt": prompt_for(student, case, salt)})
+            barrier.wait(timeout=timeout)
+            student.rerun = client.set_text("prompt", prompt_for(student, case, salt + "+"), student.page, query)
+    except threading.BrokenBarrierError:
+        student.errors.append("another student failed")
+    except Exception as exc:  # noqa: BLE001 - reported in the table
+        student.errors.append(f"{type(exc).__name__}: {exc}")
+        barrier.abort()
+
+
+def peak_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def summary(values: list[float]) -> str:
+    if not values:
+        return "–"
+    values = sorted(values)
+    p90 = values[min(len(values) - 1, max(0, round(0.9 * len(values)) - 1))]
+    return f"{statistics.median(values):.2f} / {p90:.2f} / {values[-1]:.2f}"
+
+
+def problems(result: Result | None) -> list[str]:
+    if result is None:
+        return ["no run"]
+    return result.exceptions + result.problems + ([] if result.status == "FINISHED_SUCCESSFULLY" else [result.status])
+
+
+def run_class(base: str, n: int, case: str, salt: str, timeout: float) -> list[Student]:
+    class_ = students(n)
+    barrier = threading.Barrier(n)
+    threads = [threading.Thread(target=drive, args=(base, s, case, salt, barrier, timeout), daemon=True)
+               for s in class_]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=3 * timeout)
+    return class_
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.bench_class", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--students", type=int, nargs="+", default=[1, 10, 25])
+    parser.add_argument("--cases", nargs="+", default=["teacher", "own"], choices=["teacher", "own"])
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take")
+    parser.add_argument("--output", help=f"write the table here too (default {RESULTS.name} after a full run)")
+    args = parser.parse_args(argv)
+
+    procs: list = []
+    rows = []
+    with harness.streamlit_server(procs=procs) as base:
+        pid = procs[0].pid
+        start = time.monotonic()
+        for lang in ("en", "zh-Hant"):            # warm both models (English starts on SmolLM2, Chinese on Gemma)
+            with Client(base, timeout=600) as client:
+                client.open("home", {"lang": lang})
+        print(f"server warm in {time.monotonic() - start:.1f} s, peak {peak_mb(pid):.0f} MB", flush=True)
+        for n in args.students:
+            for case in args.cases:
+                class_ = run_class(base, n, case, salt=f"{n}{case[0]}", timeout=args.timeout)
+                first = [s.first.seconds for s in class_ if s.first and s.first.ok]
+                rerun = [s.rerun.seconds for s in class_ if s.rerun and s.rerun.ok]
+                errors = [f"{s.page}/{s.lang}/{s.model}: {p}" for s in class_
+                          for p in s.errors + problems(s.first) + problems(s.rerun)]
+                kb = [r.payload_bytes / 1024 for s in class_ for r in (s.first, s.rerun) if r]
+                slowest = sorted(((s.first.seconds, s.page) for s in class_ if s.first), reverse=True)[:3]
+                row = (n, case, summary(first), summary(rerun), len(errors), f"{statistics.median(kb):.0f}" if kb else "–",
+                       f"{peak_mb(pid):.0f}", ", ".join(p for _, p in slowest))
+                rows.append(row)
+                print(" | ".join(str(c) for c in row), flush=True)
+                for error in errors[:5]:
+                    print("   error:", error[:300], flush=True)
+    header = ["students", "prompts", "first view s (median / p90 / max)", "rerun s (median / p90 / max)",
+              "errors", "KB per run (median)", "server peak MB", "slowest first views"]
+    table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    table += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    text = "\n".join(["# A class on one server (python -m bench.bench_class)", "", __doc__.split("\n\n")[2], "", *table, ""])
+    print("\n".join(table))
+    output = args.output or (RESULTS if args.students == [1, 10, 25] and len(args.cases) == 2 else None)
+    if output:
+        Path(output).write_text(text)
+        print(f"written to {output}")
+
+
+if __name__ == "__main__":
+    main()
