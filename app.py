@@ -8,21 +8,26 @@ import pandas  # noqa: F401
 import plotly.graph_objects  # noqa: F401
 import streamlit as st
 
-from ui import shell, state
+from ui import classroom, presenter, shell, state
 from ui.i18n import t
 
 notes = shell.start()
-st.set_page_config(page_title=t("app.title"), page_icon="🎓", layout="wide")
+st.set_page_config(page_title=t("app.title"), page_icon="🎓", layout="wide",
+                   initial_sidebar_state=presenter.sidebar_state())
 page = shell.navigation()
 try:
     for note in notes:
         st.warning(note, icon=":material/link_off:")
     shell.page_style()
+    presenter.begin(page.url_path)     # presenter mode's CSS and header (prompt, Previous / Next)
     shell.sidebar()
-    shell.model()
+    classroom.panel()                  # follow the teacher: join, follow, or teach a class
+    shell.model(page.url_path)
     try:
         page.run()
     finally:
         shell.lesson_footer(page.url_path)
+        presenter.finish()             # "Share this view" with this run's exact URL
 finally:
+    classroom.after_run(page.url_path)   # a teacher's run publishes its view
     state.sync_url()

@@ -6,7 +6,7 @@ import re
 
 import streamlit as st
 
-from ui import i18n, nav, state
+from ui import i18n, nav, presenter, state
 from ui.i18n import t
 from ui import model as models
 from ui.model import get_model
@@ -90,6 +90,9 @@ def start() -> list[str]:
     note = state.init_prompt()
     if note:
         notes.append(note)
+    note = presenter.init()        # ?present=1, claimed on every run (before set_page_config reads it)
+    if note:
+        notes.append(note)
     state.claim("lang", i18n.current_lang())
     state.claim("model", models.model_key())
     return notes
@@ -169,8 +172,10 @@ def licence_caption(lm) -> str:
     return t(key) if i18n.has(key) else t("shell.licence", licence=md_escape(lm.bundled.licence))
 
 
-def model():
-    """The model picker and what the chosen model is, in the sidebar; loads it on first use."""
+def model(url_path: str | None = None):
+    """The model picker and what the chosen model is, in the sidebar; loads it on first use
+    (not on the pages that run no bundled model, ui.nav.NO_MODEL: the choice is kept for the
+    next page, nothing is loaded)."""
     with st.sidebar:
         st.session_state["model_choice"] = models.model_key()
         st.selectbox(t("shell.model"), list(models.MODELS), format_func=models.model_name, key="model_choice",
@@ -181,6 +186,8 @@ def model():
     for key, value in (("lang", i18n.current_lang()), ("model", models.model_key())):
         if st.query_params.get(key) != value:
             st.query_params[key] = value
+    if url_path in nav.NO_MODEL:
+        return None
     lm = get_model()
     with st.sidebar:
         st.caption(model_caption(lm))

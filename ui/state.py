@@ -21,7 +21,7 @@ from ui.text import code_span, shorten
 
 _CANON = "_url."
 _CLAIMS = "_url_claims"
-SHELL_KEYS = ("lang", "prompt", "model")
+SHELL_KEYS = ("lang", "prompt", "model", "present")   # present: ui/presenter.py
 PROMPT_MAX_CHARS = 2000
 
 
@@ -44,6 +44,21 @@ def sync_url() -> None:
     for key, text in claims.items():
         if text is not None and st.query_params.get(key) != text:
             st.query_params[key] = text
+
+
+def url_values() -> dict[str, str]:
+    """The parameters this run claimed so far (what sync_url will put in the URL), e.g. for
+    ui.classroom to publish a teacher's view."""
+    return {key: text for key, text in st.session_state.get(_CLAIMS, {}).items() if text is not None}
+
+
+def forget_values(keep: Sequence[str] = SHELL_KEYS) -> None:
+    """Drop the canonical copy of every URL-bound control except ``keep``, so each reads the
+    URL again (or its default) the next time its page runs: ui.classroom uses it to open a
+    teacher's view exactly as if the student had opened the teacher's link."""
+    for name in [k for k in st.session_state if isinstance(k, str) and k.startswith(_CANON)]:
+        if name[len(_CANON):] not in keep:
+            del st.session_state[name]
 
 
 def url_raw(key: str) -> str | None:

@@ -3,10 +3,13 @@ read on a projector. Pages draw with ``ui.theme.plot(fig, key=...)``."""
 
 from __future__ import annotations
 
+import re
+
 import plotly.graph_objects as go
 import plotly.io as pio
 import streamlit as st
 
+from ui import presenter
 from ui.i18n import current_lang
 
 # Okabe & Ito (2008), the colour-blind-safe qualitative palette, black moved last.
@@ -87,12 +90,48 @@ def font_family(lang: str | None = None) -> str:
     return FONTS[lang or current_lang()]
 
 
+# Presenter mode (?present=1, ui/presenter.py): every size scaled up, none under 20 px, so
+# ticks, titles, labels in the plot and legends read from the back of a room at 1024x768.
+PRESENT_SCALE = 1.3
+PRESENT_MIN_PX = 20
+
+
+def font_px(size: float) -> float:
+    """A font size as this session draws it: ``size``, or larger in presenter mode."""
+    if not presenter.active():
+        return size
+    return max(PRESENT_MIN_PX, round(size * PRESENT_SCALE))
+
+
+def _enlarge(fig: go.Figure) -> None:
+    """Presenter mode: the sizes a figure set for itself (text in cells and bars, annotations,
+    subplot titles, colour bars) scaled like the rest."""
+    def bump(font) -> None:
+        if font is not None and isinstance(font.size, (int, float)):
+            font.size = font_px(font.size)
+    for annotation in fig.layout.annotations or ():
+        bump(annotation.font)
+    for trace in fig.data:
+        for attr in ("textfont", "insidetextfont", "outsidetextfont"):
+            if attr in trace:
+                bump(getattr(trace, attr))
+        for bar in (getattr(trace, "colorbar", None), getattr(getattr(trace, "marker", None), "colorbar", None)):
+            if bar is not None:
+                bump(bar.tickfont)
+                bump(bar.title.font)
+
+
 def style(fig: go.Figure, height: int | None = None, title_width: int = TITLE_WIDTH) -> go.Figure:
     """Apply the course look to a figure in place (and return it)."""
+    present = presenter.active()
+    if present:
+        _enlarge(fig)
+        title_width = max(12, round(title_width * FONT_SIZE / font_px(FONT_SIZE)))
+    line_px = round(TITLE_LINE_PX * font_px(TITLE_SIZE) / TITLE_SIZE)
     fig.update_layout(
-        font=dict(family=font_family(), size=FONT_SIZE, color="#1f2937"),
-        hoverlabel=dict(font=dict(family=font_family(), size=FONT_SIZE)),
-        legend=dict(font=dict(size=FONT_SIZE - 2)),
+        font=dict(family=font_family(), size=font_px(FONT_SIZE), color="#1f2937"),
+        hoverlabel=dict(font=dict(family=font_family(), size=font_px(FONT_SIZE))),
+        legend=dict(font=dict(size=font_px(FONT_SIZE - 2))),
         modebar=dict(orientation="v"),   # at the right edge, off the (left-aligned) title
     )
     title = fig.layout.title.text
@@ -102,14 +141,21 @@ def style(fig: go.Figure, height: int | None = None, title_width: int = TITLE_WI
         extra_lines = wrapped.count("<br>") - title.count("<br>")
         fig.layout.title.text = wrapped
         if fig.layout.title.font.size is None:
-            fig.layout.title.font.size = TITLE_SIZE
+            fig.layout.title.font.size = font_px(TITLE_SIZE)
+        elif present:
+            fig.layout.title.font.size = font_px(fig.layout.title.font.size)
     if fig.layout.margin.t is None:
         lines = (fig.layout.title.text or "").count("<br>") + 1
-        fig.update_layout(margin=dict(l=10, r=10, t=40 + TITLE_LINE_PX * lines if title else 20, b=10))
+        fig.update_layout(margin=dict(l=10, r=10, t=40 + line_px * lines if title else 20, b=10))
     elif extra_lines:
-        fig.update_layout(margin=dict(t=fig.layout.margin.t + TITLE_LINE_PX * extra_lines))
-    fig.update_xaxes(automargin=True, title_font=dict(size=FONT_SIZE), tickfont=dict(size=FONT_SIZE - 2))
-    fig.update_yaxes(automargin=True, title_font=dict(size=FONT_SIZE), tickfont=dict(size=FONT_SIZE - 2))
+        fig.update_layout(margin=dict(t=fig.layout.margin.t + line_px * extra_lines))
+    fig.update_xaxes(automargin=True, title_font=dict(size=font_px(FONT_SIZE)), tickfont=dict(size=font_px(FONT_SIZE - 2)))
+    fig.update_yaxes(automargin=True, title_font=dict(size=font_px(FONT_SIZE)), tickfont=dict(size=font_px(FONT_SIZE - 2)))
+    if present:
+        fig.update_polars(angularaxis_tickfont_size=font_px(FONT_SIZE - 2), radialaxis_tickfont_size=font_px(FONT_SIZE - 2))
+    if present:   # a log axis labels 2 and 5 of each decade at 3/4 of the tick size: decades only
+        fig.for_each_xaxis(lambda ax: ax.update(dtick=1) if ax.type == "log" and ax.dtick is None else None)
+        fig.for_each_yaxis(lambda ax: ax.update(dtick=1) if ax.type == "log" and ax.dtick is None else None)
     if height is not None:
         fig.update_layout(height=height)
     return fig
@@ -120,8 +166,31 @@ def plot(fig: go.Figure, key: str, height: int | None = None, static: bool = Fal
     """Draw a figure with the course look (Streamlit's own chart theme off). ``static``
     draws it as a picture (no hover, zoom or toolbar), which is quicker to draw. A long title is
     wrapped at ``title_width`` characters (pass a smaller one for a chart in a narrow column)."""
-    # A download is three times the on-screen size, for slides and handouts.
+    fig = style(fig, height, title_width)
     config = {"staticPlot": True} if static else {"displaylogo": False,
                                                    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
-                                                   "toImageButtonOptions": {"format": "png", "scale": 3}}
-    st.plotly_chart(style(fig, height, title_width), key=key, theme=None, width="stretch", config=config)
+                                                   "toImageButtonOptions": export_options(fig, key)}
+    st.plotly_chart(fig, key=key, theme=None, width="stretch", config=config)
+
+
+# The toolbar's camera button downloads the chart for a slide: laid out EXPORT_WIDTH px wide
+# (at the figure's own height) and drawn at EXPORT_SCALE, so a 1,920 px wide PNG whose 16 px
+# text is 32 px on the slide (presenter mode's 20+ px text, 40+ px), or an SVG, as chosen in
+# the sidebar; named after the lesson and the chart.
+EXPORT_WIDTH = 960
+EXPORT_SCALE = 2
+
+
+def export_name(key: str) -> str:
+    """decoder-lab_<lesson>_<chart>: the download's file name (without extension)."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "-", key).strip("-") or "chart"
+    return f"decoder-lab_{presenter.current_page()}_{safe}"
+
+
+def export_options(fig: go.Figure, key: str) -> dict:
+    """plotly's toImageButtonOptions for a chart drawn with ``key``."""
+    options = {"format": presenter.export_format(), "filename": export_name(key),
+               "width": EXPORT_WIDTH, "scale": EXPORT_SCALE}
+    if fig.layout.height is not None:
+        options["height"] = fig.layout.height
+    return options

@@ -4,6 +4,7 @@ and 1024x768.
 
     .venv/bin/python -m tests.browser.shots --pages ffn residual --langs en zh-Hant --out /tmp/shots
     .venv/bin/python -m tests.browser.shots --pages attention --prompt "我吃魚，魚吃我。" --expand
+    .venv/bin/python -m tests.browser.shots --pages home heads --params present=1    # presenter mode
 
 Screenshots are never committed.
 """
@@ -27,7 +28,10 @@ def main() -> None:
     ap.add_argument("--out", default="/tmp/shots")
     ap.add_argument("--expand", action="store_true", help="open every expander (The math, In the code)")
     ap.add_argument("--sizes", nargs="+", default=[f"{w}x{h}" for w, h in SIZES])
+    ap.add_argument("--params", nargs="+", default=[], metavar="KEY=VALUE",
+                    help="more URL parameters for every page, e.g. present=1")
     args = ap.parse_args()
+    extra = dict(p.split("=", 1) for p in args.params)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     from playwright.sync_api import sync_playwright
@@ -39,13 +43,13 @@ def main() -> None:
                 ctx = browser.new_context(viewport={"width": w, "height": h})
                 page = ctx.new_page()
                 for name in args.pages:
-                    page.goto(page_url(base, name, lang=lang, prompt=args.prompt, model=model))
+                    page.goto(page_url(base, name, lang=lang, prompt=args.prompt, model=model, **extra))
                     wait_until_drawn(page)
                     if args.expand:
                         for summary in page.query_selector_all("[data-testid='stExpander'] summary"):
                             summary.click()
                         page.wait_for_timeout(800)
-                    stem = f"{name}_{lang}_{model or 'default'}_{w}x{h}"
+                    stem = f"{name}_{lang}_{model or 'default'}_{w}x{h}" + "".join(f"_{k}{v}" for k, v in extra.items())
                     page.screenshot(path=str(out / f"{stem}_top.png"))
                     height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
                     page.set_viewport_size({"width": w, "height": min(max(height, h), 14000)})

@@ -1,0 +1,1 @@
+"""deploy/: Decoder Lab behind nginx with Redis (see deploy/README.md)."""

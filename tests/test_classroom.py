@@ -1,0 +1,254 @@
+"""Follow the teacher, in AppTest: a teacher's session starts a class, students' sessions join
+by link or code and follow the page, prompt, model and URL-bound controls, each keeping their
+language; a student cannot change the class; bad, ended and expired codes get a clear message;
+"Stop following" / "Follow again".
+
+AppTest runs no timers, so a student's poll (a fragment with run_every=1 in the browser) is
+what each ``student.run()`` does here; tests/browser/test_follow.py checks the timing in Chromium.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import APP, APP_TIMEOUT
+from ui import class_store, i18n, nav
+
+pytestmark = pytest.mark.slow
+
+PROMPT = "Follow me: the cat sat on the mat."
+
+
+@pytest.fixture(autouse=True)
+def fresh_store():
+    """Every test gets its own in-process store (and the default one back afterwards)."""
+    store = class_store.MemoryStore()
+    class_store.reset_store(store)
+    yield store
+    class_store.reset_store()
+
+
+def new_session(warm_app, lang: str = "en", **params):
+    from streamlit.testing.v1 import AppTest
+    at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+    at.query_params["lang"] = lang
+    for key, value in params.items():
+        at.query_params[key] = value
+    return at.run()
+
+
+def no_errors(at):
+    assert not at.exception, [e.value for e in at.exception]
+
+
+def warnings(at) -> str:
+    return "\n".join(w.value for w in at.warning)
+
+
+def markdown(at) -> str:
+    return "\n".join(m.value for m in at.markdown)
+
+
+def on_page(at) -> str:
+    """The page id a session shows, read from its title."""
+    titles = {i18n.catalog(lang)[f"nav.{p}"]: p for lang in i18n.LANGS for p in nav.PAGES}
+    return titles[at.title[0].value]
+
+
+def start_class(teacher) -> tuple[str, str]:
+    teacher.button(key="class_start").click().run()
+    no_errors(teacher)
+    teach = teacher.session_state["_class_teach"]
+    return teach["code"], teach["secret"]
+
+
+def test_teacher_starts_a_class_and_a_student_follows_by_link(warm_app, fresh_store):
+    teacher = new_session(warm_app, "en", prompt=PROMPT)
+    code, secret = start_class(teacher)
+    assert class_store.normalize_code(code) == code
+    assert f"`{code}`" in markdown(teacher)
+    assert any(f"?class={code}" in c.value for c in teacher.code)    # the join link
+    qr = [c for image in teacher.get("image") for c in image.captions]
+    assert i18n.catalog("en")["classroom.qr_caption"] in qr, "no QR code drawn"
+    assert "class" not in teacher.query_params and secret not in str(dict(teacher.query_params))
+
+    teacher.switch_page(nav.page_file("attention"))
+    teacher.query_params["layer"] = "2"
+    teacher.query_params["head"] = "1"
+    teacher.run()
+    no_errors(teacher)
+    view = fresh_store.view(code)
+    assert view.page == "attention"
+    assert view.params["layer"] == "2" and view.params["head"] == "1" and view.params["prompt"] == PROMPT
+    assert view.params["model"] == "smollm2-135m" and "lang" not in view.params
+
+    # A Chinese student starts on Gemma, on home; joining moves them to the teacher's view.
+    student = new_session(warm_app, "zh-Hans", **{"class": code.lower()})
+    no_errors(student)
+    assert on_page(student) == "attention"
+    assert student.session_state["_lang"] == "zh-Hans"
+    assert student.session_state["_model"] == "smollm2-135m"
+    assert student.session_state["_url.prompt"] == PROMPT
+    assert (student.session_state["_url.layer"], student.session_state["_url.head"]) == (2, 1)
+    assert student.query_params["lang"] == "zh-Hans" and student.query_params["class"] == code
+    assert i18n.catalog("zh-Hans")["classroom.following"].split("{")[0] in markdown(student)
+
+    teacher.run()
+    assert "**1**" in markdown(teacher)        # "1 student follows"
+
+
+def test_student_follows_prompt_page_and_controls(warm_app, fresh_store):
+    teacher = new_session(warm_app, "en")
+    code, _ = start_class(teacher)
+    student = new_session(warm_app, "zh-Hant")
+    student.text_input(key="class_code_input").input(f" {code[:3]}-{code[3:]} ")
+    student.button(key="class_join").click().run()
+    no_errors(student)
+    assert on_page(student) == "home" and student.session_state["_class_join"]["following"]
+
+    # The prompt.
+    teacher.text_area(key="prompt").input(PROMPT).run()
+    student.run()
+    no_errors(student)
+    assert student.session_state["_url.prompt"] == PROMPT
+
+    # The page and a control (the temperature on sampling), then the model.
+    teacher.switch_page(nav.page_file("sampling"))
+    teacher.query_params["temperature"] = "1.5"
+    teacher.run()
+    no_errors(teacher)
+    student.run()
+    no_errors(student)
+    assert on_page(student) == "sampling"
+    assert student.session_state["_url.temperature"] == 1.5
+
+    teacher.slider(key="temperature").set_value(0.4).run()
+    assert fresh_store.view(code).params["temperature"] == "0.4"
+    student.run()
+    assert student.session_state["_url.temperature"] == 0.4
+
+    teacher.selectbox(key="model_choice").set_value("gemma-3-270m").run()
+    no_errors(teacher)
+    student.run()
+    no_errors(student)
+    assert student.session_state["_model"] == "gemma-3-270m" and on_page(student) == "sampling"
+    assert student.session_state["_lang"] == "zh-Hant"
+
+    # The student moves a control of their own; at the teacher's next change the student's view
+    # is the teacher's again, and the teacher left that control at its default.
+    student.slider(key="top_k").set_value(5).run()
+    assert student.query_params["top_k"] == "5"
+    teacher.slider(key="temperature").set_value(0.8).run()
+    student.run()
+    no_errors(student)
+    assert student.session_state["_url.temperature"] == 0.8
+    assert student.session_state["_url.top_k"] == 0 and "top_k" not in student.query_params
+
+    # The generation step, a control the teacher moves one step at a time.
+    teacher.switch_page(nav.page_file("generation"))
+    teacher.query_params["step"] = "2"
+    teacher.run()
+    no_errors(teacher)
+    student.run()
+    no_errors(student)
+    assert on_page(student) == "generation" and student.session_state["_url.step"] == 2
+
+
+def test_a_student_cannot_change_the_class(warm_app, fresh_store):
+    teacher = new_session(warm_app, "en")
+    code, secret = start_class(teacher)
+    teacher.switch_page(nav.page_file("tokens")).run()
+    version = fresh_store.view(code).version
+    student = new_session(warm_app, "en", **{"class": code})
+    assert on_page(student) == "tokens"
+    # The student's own changes stay theirs: the class's view does not move.
+    student.text_area(key="prompt").input("The student's own prompt").run()
+    student.switch_page(nav.page_file("attention")).run()
+    no_errors(student)
+    assert fresh_store.view(code).version == version and fresh_store.view(code).page == "tokens"
+    # Nothing of the teacher's secret reaches a student: not in their session, not in their URL,
+    # no "End the class" button; the code alone cannot publish or end the class.
+    assert "_class_teach" not in student.session_state
+    assert all(secret not in str(student.session_state[k]) for k in student.session_state)
+    assert secret not in str(dict(student.query_params))
+    assert not [b for b in student.button if b.key == "class_end"]
+    with pytest.raises(class_store.NotTeacher):
+        fresh_store.publish(code, code, "home", {})
+    with pytest.raises(class_store.NotTeacher):
+        fresh_store.end(code, "")
+    # A second student on the same class still sees the teacher's page.
+    other = new_session(warm_app, "en", **{"class": code})
+    assert on_page(other) == "tokens"
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
+def test_bad_and_unknown_codes_get_a_clear_message(warm_app, lang):
+    catalog = i18n.catalog(lang)
+    student = new_session(warm_app, lang, **{"class": "<b>nope</b>"})
+    no_errors(student)
+    assert catalog["classroom.bad_code"].split("{code}")[1][:8] in warnings(student)
+    assert "<b>" not in warnings(student) or "`<b>nope</b>`" in warnings(student)
+    assert "_class_join" not in student.session_state
+    student.text_input(key="class_code_input").input("ABC234")
+    student.button(key="class_join").click().run()
+    no_errors(student)
+    assert catalog["classroom.not_found"].split("{code}")[1][:8] in warnings(student)
+    assert "_class_join" not in student.session_state
+    student.text_input(key="class_code_input").input("12")
+    student.button(key="class_join").click().run()
+    assert catalog["classroom.bad_code"].split("{code}")[1][:8] in warnings(student)
+
+
+def test_expired_and_ended_classes(warm_app):
+    now = [1000.0]
+    store = class_store.MemoryStore(idle_ttl_s=3600, clock=lambda: now[0])
+    class_store.reset_store(store)
+    teacher = new_session(warm_app, "en")
+    code, _ = start_class(teacher)
+    student = new_session(warm_app, "en", **{"class": code})
+    assert student.session_state["_class_join"]["code"] == code
+    now[0] += 3601                                   # idle for over an hour (the test's TTL)
+    student.run()
+    no_errors(student)
+    assert i18n.catalog("en")["classroom.ended"].split("{code}")[1][:10] in warnings(student)
+    assert "_class_join" not in student.session_state
+    late = new_session(warm_app, "en", **{"class": code})   # the old link
+    assert i18n.catalog("en")["classroom.not_found"].split("{code}")[1][:10] in warnings(late)
+    teacher.run()
+    no_errors(teacher)
+    assert "_class_teach" not in teacher.session_state
+    assert i18n.catalog("en")["classroom.expired_teacher"].split("{code}")[1][:10] in warnings(teacher)
+
+    # The teacher ends a class: its followers are told and keep their page.
+    code, _ = start_class(teacher)
+    teacher.switch_page(nav.page_file("tokens")).run()
+    student = new_session(warm_app, "en", **{"class": code})
+    assert on_page(student) == "tokens"
+    teacher.button(key="class_end").click().run()
+    assert store.get(code) is None and "_class_teach" not in teacher.session_state
+    student.run()
+    assert on_page(student) == "tokens"
+    assert i18n.catalog("en")["classroom.ended"].split("{code}")[1][:10] in warnings(student)
+
+
+def test_stop_following_and_follow_again(warm_app, fresh_store):
+    teacher = new_session(warm_app, "en")
+    code, _ = start_class(teacher)
+    student = new_session(warm_app, "en", **{"class": code})
+    teacher.run()
+    assert "**1**" in markdown(teacher)
+    student.button(key="class_stop").click().run()
+    no_errors(student)
+    assert not student.session_state["_class_join"]["following"]
+    assert fresh_store.followers(code) == 0
+    teacher.switch_page(nav.page_file("tokens")).run()
+    assert i18n.catalog("en")["classroom.followers_none"] in markdown(teacher)
+    student.switch_page(nav.page_file("embeddings")).run()       # exploring on their own
+    student.run()
+    assert on_page(student) == "embeddings"
+    student.button(key="class_again").click().run()
+    no_errors(student)
+    assert on_page(student) == "tokens" and student.session_state["_class_join"]["following"]
+    assert fresh_store.followers(code) == 1
+    student.button(key="class_leave").click().run()
+    assert "_class_join" not in student.session_state and "class" not in student.query_params

@@ -1,0 +1,348 @@
+"""Follow the teacher: a teacher starts a class from the sidebar, students join by code or
+link (``?class=CODE``) and see what the teacher shows, each in their own language.
+
+- The teacher's session holds the class's secret (never in a URL); ``after_run`` publishes
+  its view at the end of every run: the page, and every URL parameter of the run except
+  ``lang`` (and ``class`` / ``present``, which describe the visitor, not the view), with the
+  prompt and the model always included. Only that session can change or end the class.
+- A student's session polls in a fragment (``run_every=1``): when the class's view has a
+  newer version it opens it exactly as if the student had opened the teacher's link: the
+  page's URL-bound controls forget their values (ui.state.forget_values) and read the
+  teacher's parameters, the prompt and the model are set, then ``st.switch_page``. The
+  student keeps their language. "Stop following" leaves the view alone (and stops the
+  heartbeat, so the teacher's count drops); "Follow again" applies the latest view at once.
+- Classes live in ui.class_store: in this process, or in Redis with DECODER_LAB_REDIS_URL.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+import time
+from urllib.parse import urlencode
+
+import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+
+from ui import class_store, i18n, nav, state
+from ui import model as models
+from ui.i18n import t
+from ui.qr import qr_data_uri
+from ui.text import code_span, shorten
+
+PARAM = "class"
+PUBLIC_URL_ENV = "DECODER_LAB_PUBLIC_URL"    # the join link's base, when the browser's URL is not the public one
+NOT_PUBLISHED = ("lang", PARAM, "present")   # the visitor's own settings, not the teacher's view
+KEEP = (*state.SHELL_KEYS, PARAM, "present")  # canonical values a follow does not reset
+FOLLOW_EVERY_S = 1                            # a student's poll; the view applies within about 2 s
+COUNT_EVERY_S = 2                             # the teacher's follower count
+HEARTBEAT_EVERY_S = 3                         # well inside class_store.HEARTBEAT_WINDOW_S
+
+_TEACH = "_class_teach"    # teacher: {"code", "secret"}
+_JOIN = "_class_join"      # student: {"code", "following", "seen", "fid", "beat"}
+_NOTES = "_class_notes"    # messages for the next run: [(catalog key, code)]
+_LINK = "_class_link"      # the ?class= value this session has already acted on
+_INPUT = "class_code_input"
+
+
+def store() -> class_store.ClassStore:
+    return class_store.store()
+
+
+def _note(key: str, code: str = "") -> None:
+    st.session_state.setdefault(_NOTES, []).append((key, code))
+
+
+def teaching() -> dict | None:
+    return st.session_state.get(_TEACH)
+
+
+def joined() -> dict | None:
+    return st.session_state.get(_JOIN)
+
+
+def join_url(code: str) -> str:
+    """The link students open: this server (as the teacher's browser reaches it, or
+    DECODER_LAB_PUBLIC_URL) with ``?class=CODE``."""
+    base = os.environ.get(PUBLIC_URL_ENV, "").strip() or st.context.url or ""
+    base = base.split("?", 1)[0].split("#", 1)[0].rstrip("/")
+    return f"{base}/?{urlencode({PARAM: code})}"
+
+
+# Teacher -------------------------------------------------------------------------------
+
+def _start() -> None:
+    try:
+        code, secret = store().create()
+    except class_store.StoreUnavailable:
+        _note("classroom.store_down")
+        return
+    st.session_state[_TEACH] = {"code": code, "secret": secret}
+
+
+def _end() -> None:
+    teach = st.session_state.pop(_TEACH, None)
+    if teach:
+        try:
+            store().end(teach["code"], teach["secret"])
+        except class_store.ClassStoreError:
+            pass          # already gone: ending it is what was asked
+
+
+def view_params() -> dict[str, str]:
+    """What this run shows, as a teacher's view: the run's URL parameters except the
+    visitor's own ones, with the prompt and model always there."""
+    params = {k: v for k, v in state.url_values().items() if k not in NOT_PUBLISHED}
+    params["prompt"] = state.prompt()
+    params["model"] = models.model_key()
+    return params
+
+
+def after_run(page_id: str | None) -> None:
+    """Publish the teacher's view (app.py, at the end of every run, before state.sync_url).
+    Does nothing for anyone else, and never raises."""
+    if isinstance(sys.exc_info()[1], RerunException):
+        return                        # a run cut short by a newer one: that one publishes
+    join = joined()
+    if join and join["following"]:
+        _heartbeat(join)              # a long run has passed since the poll's heartbeat
+        # The page this run drew: a follower whose run landed elsewhere (their own click, or a
+        # page switch that raced the poll's timer) is brought back by the next poll.
+        join["drawn"] = page_id if page_id in nav.PAGES else nav.HOME
+    teach = teaching()
+    if not teach:
+        return
+    page = page_id if page_id in nav.PAGES else nav.HOME
+    try:
+        store().publish(teach["code"], teach["secret"], page, view_params())
+    except (class_store.ClassGone, class_store.NotTeacher):
+        st.session_state.pop(_TEACH, None)
+        _note("classroom.expired_teacher", teach["code"])
+    except class_store.StoreUnavailable:
+        _note("classroom.store_down")
+
+
+def _heartbeat(join: dict) -> None:
+    try:
+        store().heartbeat(join["code"], join["fid"])
+        join["beat"] = time.time()
+    except class_store.ClassStoreError:
+        pass                          # the next poll tells the student
+
+
+def _follower_count(code: str) -> None:
+    try:
+        n = store().followers(code)
+    except class_store.StoreUnavailable:
+        st.caption(t("classroom.store_down"))
+        return
+    key = "classroom.followers_none" if n == 0 else "classroom.followers_one" if n == 1 else "classroom.followers_many"
+    st.markdown(t(key, n=n))
+
+
+def _big_qr(url: str) -> None:
+    """The join QR code large, in a dialog: to show on the projector."""
+    def body():
+        st.image(qr_data_uri(url, scale=16, border=3), width=560)
+        st.code(url, language=None, wrap_lines=True)
+    st.dialog(t("classroom.qr_title"), width="large")(body)()
+
+
+def _teacher_panel(teach: dict) -> None:
+    code = teach["code"]
+    url = join_url(code)
+    st.markdown(t("classroom.teaching", code=code_span(code)))
+    st.caption(t("classroom.link"))
+    st.code(url, language=None, wrap_lines=True)
+    st.image(qr_data_uri(url), caption=t("classroom.qr_caption"), width=220)
+    if st.button(t("classroom.qr_big"), key="class_qr_big", icon=":material/qr_code_2:", width="stretch"):
+        _big_qr(url)
+    st.fragment(_follower_count, run_every=COUNT_EVERY_S)(code)
+    st.button(t("classroom.end"), key="class_end", icon=":material/stop_circle:", width="stretch",
+              on_click=_end, help=t("classroom.end_help"))
+
+
+# Student -------------------------------------------------------------------------------
+
+def _join(code: str) -> bool:
+    """Join class ``code`` (already normalized) if it exists; notes why not."""
+    teach = teaching()
+    if teach and teach["code"] == code:
+        return False                  # the teacher's own link in the teacher's session
+    try:
+        info = store().get(code)
+    except class_store.StoreUnavailable:
+        _note("classroom.store_down")
+        return False
+    if info is None:
+        _note("classroom.not_found", code)
+        return False
+    st.session_state[_JOIN] = {"code": code, "following": True, "seen": 0,
+                               "fid": secrets.token_hex(8), "beat": 0.0}
+    return True
+
+
+def _join_typed() -> None:
+    raw = st.session_state.get(_INPUT, "")
+    code = class_store.normalize_code(raw)
+    if code is None:
+        _note("classroom.bad_code", shorten(raw.strip(), 20))
+        return
+    if _join(code):
+        st.session_state[_INPUT] = ""
+
+
+def _stop() -> None:
+    join = joined()
+    if join:
+        join["following"] = False
+        try:
+            store().leave(join["code"], join["fid"])
+        except class_store.ClassStoreError:
+            pass
+
+
+def _again() -> None:
+    join = joined()
+    if join:
+        join["following"] = True
+        join["seen"] = 0              # apply the latest view at once
+        join["beat"] = 0.0
+
+
+def _leave() -> None:
+    _stop()
+    st.session_state.pop(_JOIN, None)
+
+
+def _apply(join: dict, view: class_store.View) -> None:
+    """Open the teacher's view as if this student had opened the teacher's link (keeping
+    their language); ends the run with st.switch_page."""
+    params = dict(view.params)
+    prompt = params.pop("prompt", None)
+    model = params.pop("model", None)
+    state.forget_values(keep=KEEP)
+    if prompt is not None:
+        state.set_prompt(prompt[:state.PROMPT_MAX_CHARS])
+    if model in models.MODELS:
+        models.set_model_key(model)
+    join["seen"] = view.version
+    join["drawn"] = view.page if view.page in nav.PAGES else nav.HOME   # until a run says otherwise
+    query = {k: v for k, v in params.items() if k.isidentifier() and k not in KEEP}
+    query.update({"lang": i18n.current_lang(), "model": models.model_key(), PARAM: join["code"]})
+    # This run's claims are the old view's: start them again, so the URL written when the run
+    # stops (state.sync_url in app.py) is the new view's, not a mix.
+    state.begin_run()
+    for key, value in query.items():
+        state.claim(key, value)
+    state.claim_prompt()
+    page = view.page if view.page in nav.PAGES else nav.HOME
+    st.switch_page(nav.page_file(page), query_params=state.url_values())
+
+
+def _sync(join: dict, *, in_fragment: bool) -> class_store.ClassInfo | None:
+    """Heartbeat and look for a newer view. A full run applies it (st.switch_page, before the
+    page draws); the fragment asks for a full run instead, since a page switched to from a
+    fragment run is not drawn. Returns the class (None when the store is unreachable)."""
+    code = join["code"]
+    try:
+        info = store().get(code)
+        if info is not None and join["following"] and time.time() - join["beat"] >= HEARTBEAT_EVERY_S:
+            store().heartbeat(code, join["fid"])
+            join["beat"] = time.time()
+    except class_store.ClassGone:
+        info = None
+    except class_store.StoreUnavailable:
+        return None
+    if info is None:
+        st.session_state.pop(_JOIN, None)
+        _note("classroom.ended", code)
+        st.rerun()
+    behind = info.view is not None and (info.view.version > join["seen"]
+                                        or join.get("drawn", info.view.page) != info.view.page)
+    if join["following"] and behind:
+        if in_fragment:
+            st.rerun()
+        _apply(join, info.view)
+    return info
+
+
+def _follow() -> None:
+    """A student's poll (a fragment, every second while following) and their status line."""
+    join = joined()
+    if not join:
+        return
+    info = _sync(join, in_fragment=True)
+    if info is None:
+        st.caption(t("classroom.store_down"))
+        return
+    where = info.view.page if info.view is not None and info.view.page in nav.PAGES else nav.HOME
+    key = "classroom.following" if join["following"] else "classroom.paused"
+    st.markdown(t(key, code=code_span(join["code"]), page=t(f"nav.{where}")))
+
+
+def _student_panel(join: dict) -> None:
+    st.fragment(_follow, run_every=FOLLOW_EVERY_S if join["following"] else None)()
+    if join["following"]:
+        st.button(t("classroom.stop"), key="class_stop", icon=":material/pause_circle:", width="stretch",
+                  on_click=_stop, help=t("classroom.stop_help"))
+    else:
+        st.button(t("classroom.again"), key="class_again", icon=":material/play_circle:", width="stretch",
+                  on_click=_again, type="primary")
+    st.button(t("classroom.leave"), key="class_leave", icon=":material/logout:", width="stretch", on_click=_leave)
+
+
+def _join_form() -> None:
+    st.button(t("classroom.start"), key="class_start", icon=":material/co_present:", width="stretch",
+              on_click=_start, help=t("classroom.start_help"))
+    st.text_input(t("classroom.join_label"), key=_INPUT, max_chars=20,
+                  placeholder=t("classroom.join_placeholder"), help=t("classroom.join_help"))
+    st.button(t("classroom.join"), key="class_join", icon=":material/login:", width="stretch", on_click=_join_typed)
+
+
+def _from_link() -> None:
+    """Act on ``?class=`` once per value this session meets."""
+    raw = st.query_params.get(PARAM)
+    if raw is None or st.session_state.get(_LINK) == raw:
+        return
+    st.session_state[_LINK] = raw
+    code = class_store.normalize_code(raw)
+    join = joined()
+    if join and join["code"] == code:
+        return
+    if code is None:
+        _note("classroom.bad_code", shorten(raw.strip(), 20))
+    elif not teaching():
+        _join(code)
+
+
+def panel() -> None:
+    """The class panel in the sidebar, and its notes at the top of the page (app.py, before the
+    page runs: a student who follows is switched to the teacher's page here)."""
+    _from_link()
+    join = joined()
+    if join:
+        _sync(join, in_fragment=False)     # a newer view: switch to it now, before the page draws
+        join = joined()
+    if join:
+        state.claim(PARAM, join["code"])   # a reload of the student's tab joins again
+    teach = teaching()
+    if teach:
+        try:
+            if store().get(teach["code"]) is None:       # ended elsewhere, or idle for hours
+                st.session_state.pop(_TEACH, None)
+                _note("classroom.expired_teacher", teach["code"])
+        except class_store.StoreUnavailable:
+            _note("classroom.store_down")
+    for key, code in st.session_state.pop(_NOTES, []):
+        st.warning(t(key, code=code_span(code) if code else ""), icon=":material/groups:")
+    teach = teaching()
+    with st.sidebar:
+        with st.expander(t("classroom.title"), icon=":material/groups:", expanded=bool(teach or join)):
+            if teach:
+                _teacher_panel(teach)
+            elif join:
+                _student_panel(join)
+            else:
+                _join_form()

@@ -1,0 +1,237 @@
+"""Presenter mode and teacher tools: ``?present=1``, "Share this view", chart downloads.
+
+Presenter mode is a shell-level URL parameter (like lang, prompt and model): read the first
+time a session meets it, kept in the session (``_url.present``) and claimed on every run, so
+it survives page switches and is in every link the teacher copies. In presenter mode the
+sidebar starts collapsed, type is large enough for the back of a room (CSS here, plotly
+sizes in ui/theme.py), Streamlit's menu is hidden, and a compact header at the top shows
+the shared prompt with big Previous / Next lesson buttons and "Share this view".
+
+The share popover is drawn at the END of the run (``finish``), once the page has claimed its
+own URL parameters (layer, head, ...), so the link is the exact view: every parameter the
+URL will hold after this run, and the current page.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import quote, urlencode, urlsplit
+
+import segno
+import streamlit as st
+
+from ui import nav, state
+from ui.i18n import t
+from ui.qr import qr_svg
+from ui.text import code_span, md_escape, shorten
+
+PARAM = "present"
+_CANON = "_url.present"
+_PAGE = "_present_page"           # the page this run draws (chart download names)
+_SLOT = "_present_share_slot"     # where the header keeps room for the share popover
+EXPORT_FORMAT = "export_format"   # widget key: "png" | "svg", the format of the charts' download
+EXPORT_FORMATS = ("png", "svg")
+PROMPT_CHARS = 90                 # the compact header's prompt, cut with an ellipsis
+QR_PX = 300                       # the QR's width in the popover (scannable from a projected slide)
+QR_ERROR = "m"                    # as ui.qr draws it
+QR_BORDER = 4                     # the quiet zone the QR standard asks for, in modules
+FALLBACK_BASE = "http://localhost:8501"
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+# Presenter-mode type, checked at 1024x768 by tests/browser/test_presenter.py: body text,
+# captions, widget labels, metric values and the header's buttons at 20 px or more. The
+# toolbar's menu and deploy button are hidden (the sidebar's open button stays).
+PRESENT_CSS = """
+.stApp [data-testid="stMarkdownContainer"] p, .stApp [data-testid="stMarkdownContainer"] li,
+.stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stCaptionContainer"] p,
+.stApp [data-testid="stWidgetLabel"] p, .stApp label p, .stApp [data-testid="stMetricLabel"] p,
+.stApp button p, .stApp [data-testid="stPageLink"] p, .stApp [data-testid="stAlertContentInfo"] p,
+.stApp .stSelectbox div, .stApp [data-testid="stTickBarMin"], .stApp [data-testid="stTickBarMax"],
+.stApp [data-testid="stSliderThumbValue"], .stApp td, .stApp th, .stApp [data-testid="stExpander"] summary p {
+  font-size: 20px !important; line-height: 1.45;
+}
+.stApp code:not(pre code) { font-size: 20px !important; }
+.stApp .katex { font-size: 24px !important; }
+.stApp [data-baseweb="select"] div, .stApp input, .stApp textarea { font-size: 20px !important; }
+[data-testid="stMainBlockContainer"] { padding-top: 3.5rem !important; }
+.stApp [data-testid="stMetricValue"], .stApp [data-testid="stMetricValue"] > div {
+  font-size: clamp(28px, 3vw, 40px) !important;
+}
+.stApp h1 { font-size: 40px !important; }
+.stApp h2 { font-size: 32px !important; }
+.stApp h3 { font-size: 26px !important; }
+[data-testid="stMainMenu"], [data-testid="stToolbarActions"], [data-testid="stAppDeployButton"],
+.stDeployButton, [data-testid="stDecoration"] { display: none !important; }
+.st-key-present_header { position: sticky; top: 0; z-index: 5; background: white; padding: 0.25rem 0; }
+.st-key-present_header button { min-height: 3.25rem; }
+.st-key-present_header button p { font-size: 22px !important; font-weight: 600; }
+.st-key-present_prompt p { font-size: 20px !important; margin: 0; }
+"""
+
+
+def active() -> bool:
+    """Whether this session is in presenter mode."""
+    return bool(st.session_state.get(_CANON, False))
+
+
+def _set(on: bool) -> None:
+    st.session_state[_CANON] = bool(on)
+
+
+def claim() -> None:
+    state.claim(PARAM, "1" if active() else None)
+
+
+def init() -> str | None:
+    """Read ``?present=`` the first time a session meets it and claim it for this run (from
+    shell.start, before st.set_page_config). Returns a note when the value is not understood."""
+    raw = state.url_raw(PARAM)
+    note = None
+    if raw is not None:
+        word = raw.strip().lower()
+        if word in _TRUE | _FALSE:
+            _set(word in _TRUE)
+        else:
+            _set(False)
+            note = t("present.bad_param", param=code_span(f"{PARAM}={shorten(raw, 40)}"))
+    st.session_state.setdefault(_CANON, False)
+    claim()
+    return note
+
+
+def sidebar_state() -> str:
+    """st.set_page_config's initial_sidebar_state for this session."""
+    return "collapsed" if active() else "auto"
+
+
+def current_page() -> str:
+    """The id of the page this run draws (set by ``begin``; home before that)."""
+    return st.session_state.get(_PAGE) or nav.HOME
+
+
+def export_format() -> str:
+    value = st.session_state.get(EXPORT_FORMAT)
+    return value if value in EXPORT_FORMATS else EXPORT_FORMATS[0]
+
+
+# --------------------------------------------------------------------------- the share link
+
+def base_url() -> str:
+    """The app's address as the browser sees it (scheme, host, port and any base path), without
+    the page: from st.context.url, else the Host header, else localhost."""
+    url = st.context.url
+    if not url:
+        host = (st.context.headers or {}).get("host") if st.context.headers is not None else None
+        return f"http://{host}" if host else FALLBACK_BASE
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    head, _, last = path.rpartition("/")
+    if last in nav.PAGES:
+        path = head
+    return f"{parts.scheme}://{parts.netloc}{path}"
+
+
+def share_url(page: str | None = None) -> str:
+    """The exact URL of this view: the page and every parameter this run claimed, except
+    presenter mode itself (a student opening the teacher's link gets the lesson at laptop size)."""
+    page = page or current_page()
+    claims = state.url_values()
+    order = list(state.SHELL_KEYS) + [k for k in claims if k not in state.SHELL_KEYS]
+    params = [(k, claims[k]) for k in order if k in claims and k != PARAM]
+    path = "" if page == nav.HOME else "/" + page
+    query = urlencode(params, quote_via=quote, safe="")
+    return base_url() + path + ("?" + query if query else "")
+
+
+def qr_scale(url: str) -> int | None:
+    """Pixels per module that make the code about QR_PX wide (at least 4: a link with a long
+    prompt is a bigger code, drawn wider); None when the link is too long for any QR code
+    (about 2,300 bytes: a prompt of a few hundred Chinese characters)."""
+    try:
+        modules, _ = segno.make(url, error=QR_ERROR, micro=False).symbol_size(scale=1, border=QR_BORDER)
+    except segno.DataOverflowError:
+        return None
+    return max(4, round(QR_PX / modules))
+
+
+def _share_body(url: str) -> None:
+    st.caption(t("share.caption"))
+    st.code(url, language=None, wrap_lines=True)
+    scale = qr_scale(url)
+    if scale is None:
+        st.info(t("share.too_long"), icon=":material/qr_code_2:")
+    else:
+        st.image(qr_svg(url, scale=scale, border=QR_BORDER), caption=t("share.qr_caption"))
+
+
+# --------------------------------------------------------------------------- navigation
+
+def _neighbours(page: str) -> tuple[str | None, str | None]:
+    if page not in nav.PAGES:
+        return None, None
+    i = nav.PAGES.index(page)
+    return (nav.PAGES[i - 1] if i > 0 else None), (nav.PAGES[i + 1] if i + 1 < len(nav.PAGES) else None)
+
+
+def _go(target: str) -> None:
+    st.switch_page(nav.page_file(target))
+
+
+def _on_toggle() -> None:
+    _set(st.session_state.get("present_toggle", False))
+
+
+def _exit() -> None:
+    _set(False)
+
+
+def begin(url_path: str | None) -> None:
+    """Before the page runs: note which page this is, and in presenter mode draw the CSS and
+    the compact header (prompt, Previous / Next, room for the share popover)."""
+    page = url_path or nav.HOME
+    st.session_state[_PAGE] = page
+    st.session_state.pop(_SLOT, None)
+    if not active():
+        return
+    st.html("<style>" + PRESENT_CSS + "</style>")
+    prev, nxt = _neighbours(page)
+    with st.container(key="present_header"):
+        left, middle, right, share, leave = st.columns([2.2, 4, 2.2, 0.8, 0.8], vertical_alignment="center")
+        if prev is not None and left.button(t("present.prev", title=t(f"nav.{prev}")), key="present_prev",
+                                            icon=":material/arrow_back:", help=t("present.prev_help"),
+                                            width="stretch"):
+            _go(prev)
+        with middle.container(key="present_prompt"):
+            text = state.prompt()
+            st.markdown(t("present.prompt", prompt=md_escape(shorten(text, PROMPT_CHARS)))
+                        if text.strip() else t("present.no_prompt"))
+        if nxt is not None and right.button(t("present.next", title=t(f"nav.{nxt}")), key="present_next",
+                                            icon=":material/arrow_forward:", help=t("present.next_help"),
+                                            type="primary", width="stretch"):
+            _go(nxt)
+        st.session_state[_SLOT] = share.empty()
+        leave.button("", key="present_exit", icon=":material/close_fullscreen:", help=t("present.exit"),
+                     on_click=_exit, width="stretch")
+
+
+def finish() -> None:
+    """After the page ran (every URL parameter claimed): "Share this view" (in the header in
+    presenter mode, else at the end of the sidebar), the presenter-mode switch and the charts'
+    download format."""
+    url = share_url()
+    slot = st.session_state.pop(_SLOT, None)
+    if slot is not None:
+        with slot.container():
+            with st.popover("", icon=":material/qr_code_2:", help=t("share.title"), width="stretch"):
+                st.markdown(f"**{t('share.title')}**")
+                _share_body(url)
+    with st.sidebar:
+        st.divider()
+        with st.popover(t("share.title"), icon=":material/qr_code_2:", width="stretch"):
+            _share_body(url)
+        st.session_state["present_toggle"] = active()
+        st.toggle(t("present.toggle"), key="present_toggle", on_change=_on_toggle, help=t("present.help"))
+        st.session_state.setdefault(EXPORT_FORMAT, EXPORT_FORMATS[0])
+        st.segmented_control(t("export.label"), EXPORT_FORMATS, key=EXPORT_FORMAT, selection_mode="single",
+                             required=True, format_func=lambda f: t(f"export.{f}"), help=t("export.help"))
