@@ -261,12 +261,14 @@ svg, natural_width = loop_svg()
 st.image(svg, width=natural_width)
 st.caption(page.t("links_caption"))
 number = 0
-for col, (section, pages) in zip(st.columns(len(nav.SECTIONS) - 1), nav.SECTIONS[1:]):
-    col.markdown(f"**{t(f'nav.section.{section}')}**")
-    for lesson, icon in pages:
-        number += 1
-        col.page_link(nav.page_file(lesson), label=f"{number}. {t(f'nav.{lesson}')}", icon=icon,
-                      help=t(f"about.{lesson}"))
+sections = nav.SECTIONS[1:]
+for row in range(0, len(sections), 2):      # two sections a row: the titles stay on one line at 1024 px
+    for col, (section, pages) in zip(st.columns(2), sections[row:row + 2]):
+        col.markdown(f"**{t(f'nav.section.{section}')}**")
+        for lesson, icon in pages:
+            number += 1
+            col.page_link(nav.page_file(lesson), label=f"{number}. {t(f'nav.{lesson}')}", icon=icon,
+                          help=t(f"about.{lesson}"))
 
 # --- 2. the model card --------------------------------------------------------------------
 st.subheader(page.t("card.title", name=md_escape(lm.name)), anchor=False)

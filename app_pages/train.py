@@ -61,7 +61,7 @@ with controls:
     lo, hi = T.LIMITS["n_layers"]
     n_layers = state.url_int("layers", page.t("layers"), lo, hi, DEFAULT.n_layers, help=page.t("layers_help"))
     offset = state.url_choice("offset", page.t("offset"), ["random", "fixed"],
-                              "random" if DEFAULT.random_offset else "fixed", widget="segmented",
+                              "random" if DEFAULT.random_offset else "fixed", widget="select",
                               format_func=lambda o: page.t(f"offset_{o}"), help=page.t("offset_help"))
     positions = state.url_bool("positions", page.t("positions"), DEFAULT.positions, help=page.t("positions_help"))
     mlp = state.url_bool("mlp", page.t("mlp"), DEFAULT.mlp, help=page.t("mlp_help"))
