@@ -98,6 +98,21 @@ def _wait_http(url: str, proc: subprocess.Popen, what: str, deadline: float, log
         time.sleep(0.2)
 
 
+def wait_for_redis(url: str, proc: subprocess.Popen, deadline: float) -> None:
+    """Wait until the redis-server ``proc`` answers PING at ``url`` (by ``deadline``, monotonic)."""
+    import redis
+
+    while True:
+        try:
+            if redis.Redis.from_url(url, socket_timeout=1).ping():
+                return
+        except redis.RedisError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("redis-server did not start")
+        time.sleep(0.05)
+
+
 def _stop(proc: subprocess.Popen, timeout: float = 20) -> None:
     if proc.poll() is None:
         proc.terminate()
@@ -141,16 +156,7 @@ def cluster(apps: int = 2, *, port: int | None = None, host: str = "127.0.0.1", 
         redis = start("redis", [REDIS, "--port", str(redis_port), "--bind", "127.0.0.1", "--save", "",
                                 "--appendonly", "no", "--dir", str(run_dir), "--protected-mode", "yes"])
         redis_url = f"redis://127.0.0.1:{redis_port}/0"
-        import redis as redis_client
-        while True:
-            try:
-                if redis_client.Redis.from_url(redis_url, socket_timeout=1).ping():
-                    break
-            except redis_client.RedisError:
-                pass
-            if redis.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("redis-server did not start")
-            time.sleep(0.05)
+        wait_for_redis(redis_url, redis, deadline)
 
         app_env = {**os.environ, **(env or {}), "DECODER_LAB_REDIS_URL": redis_url}
         if public_url:

@@ -17,8 +17,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from ui import class_store as cs
+from deploy.cluster import wait_for_redis
 from tests.browser.harness import free_port
+from ui import class_store as cs
 
 REDIS_SERVER = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
 
@@ -30,7 +31,6 @@ def redis_server():
         if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
             pytest.fail("redis-server is missing under CI: install it with `apt-get install -y redis-server`")
         pytest.skip("redis-server not found: install it with `apt-get install -y redis-server` to run the Redis store tests")
-    import redis
     port = free_port()
     folder = tempfile.mkdtemp(prefix="decoder-lab-redis-")
     proc = subprocess.Popen([REDIS_SERVER, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -38,16 +38,7 @@ def redis_server():
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     url = f"redis://127.0.0.1:{port}/0"
     try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if redis.Redis.from_url(url, socket_timeout=1).ping():
-                    break
-            except redis.RedisError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("redis-server did not start")
-            time.sleep(0.05)
+        wait_for_redis(url, proc, time.monotonic() + 20)
         yield url
     finally:
         proc.terminate()

@@ -63,21 +63,6 @@ MEASURE = """() => {
 DIAGRAMS_CHECKED = {"residual"}
 
 
-@pytest.fixture(scope="module")
-def base_url():
-    with harness.streamlit_server() as base:
-        yield base
-
-
-@pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-    with sync_playwright() as p:
-        chromium = harness.launch(p)
-        yield chromium
-        chromium.close()
-
-
 @pytest.fixture
 def tab(browser):
     context = browser.new_context(viewport=SIZE, locale="en-US")
