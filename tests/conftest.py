@@ -39,6 +39,25 @@ def models(lm, gemma):
 
 
 @pytest.fixture(scope="session")
+def trained():
+    """trained(n_layers=2, ...) -> the TrainResult of one full default-length training of the
+    training lab with those settings, run once per test session (each is ~25 s on an idle core,
+    minutes on a busy one) and shared by the tests of lesson_model.training and of the page.
+    max_seconds is lifted so a loaded machine cannot cut a run short."""
+    from lesson_model import training
+
+    results = {}
+
+    def run(**changes):
+        settings = training.TrainSettings(**changes)
+        if settings not in results:
+            results[settings] = training.run(settings, max_seconds=3600)
+        return results[settings]
+
+    return run
+
+
+@pytest.fixture(scope="session")
 def warm_app(lm):
     """Run the app once per bundled model so both sit in Streamlit's resource cache for every AppTest."""
     from streamlit.testing.v1 import AppTest

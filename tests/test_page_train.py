@@ -163,8 +163,8 @@ def _keys(result):
 
 
 @pytest.mark.timeout(3600)
-def test_notice_fixed_offset_one_layer_is_the_shortcut():
-    result = T.run(T.TrainSettings(n_layers=1, random_offset=False), max_seconds=3600)
+def test_notice_fixed_offset_one_layer_is_the_shortcut(trained):
+    result = trained(n_layers=1, random_offset=False)
     assert result.stopped == "done"
     obs = dict(F.observations(result, T.log_vocab()))
     last = result.history[-1]
@@ -176,8 +176,8 @@ def test_notice_fixed_offset_one_layer_is_the_shortcut():
 
 
 @pytest.mark.timeout(3600)
-def test_notice_two_layers_random_offset_forms_a_head():
-    result = T.run(T.TrainSettings(n_layers=2), max_seconds=3600)
+def test_notice_two_layers_random_offset_forms_a_head(trained):
+    result = trained(n_layers=2)
     assert result.stopped == "done"
     obs = dict(F.observations(result, T.log_vocab()))
     assert "formed" in obs and "none" not in obs, obs
@@ -192,8 +192,8 @@ def test_notice_two_layers_random_offset_forms_a_head():
 
 
 @pytest.mark.timeout(3600)
-def test_notice_one_layer_random_offset_stays_stuck():
-    result = T.run(T.TrainSettings(n_layers=1), max_seconds=3600)
+def test_notice_one_layer_random_offset_stays_stuck(trained):
+    result = trained(n_layers=1)
     assert result.stopped == "done"
     keys = _keys(result)
     assert "none" in keys and "one_layer" in keys and "formed" not in keys

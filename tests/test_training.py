@@ -229,15 +229,18 @@ def test_phase_change_is_the_first_step_from_which_the_score_stays_high():
 # Each is one default-length training (2,000 steps): about 25 s on an idle core, minutes on a busy
 # shared machine, hence the generous timeouts. max_seconds is lifted so the load cannot cut a run short.
 
-def full_run(**changes) -> TrainResult:
-    result = tr.run(TrainSettings(**changes), max_seconds=3600)
-    assert result.stopped == "done" and result.steps_done == TrainSettings().steps
-    return result
+@pytest.fixture
+def full_run(trained):
+    def run(**changes) -> TrainResult:
+        result = trained(**changes)      # one run per settings per test session (tests/conftest.py)
+        assert result.stopped == "done" and result.steps_done == TrainSettings().steps
+        return result
+    return run
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_two_layers_form_an_induction_head_with_random_offsets():
+def test_two_layers_form_an_induction_head_with_random_offsets(full_run):
     result = full_run(n_layers=2)
     first, last = result.history[0], result.history[-1]
     assert max(last.induction) >= 0.6 and max(first.induction) < 0.2
@@ -249,7 +252,7 @@ def test_two_layers_form_an_induction_head_with_random_offsets():
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_one_layer_stays_stuck_with_random_offsets():
+def test_one_layer_stays_stuck_with_random_offsets(full_run):
     result = full_run(n_layers=1)
     assert max(max(p.induction) for p in result.history) < 0.2
     assert result.phase_step is None and result.history[-1].loss_repeat > 3.0
@@ -257,7 +260,7 @@ def test_one_layer_stays_stuck_with_random_offsets():
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_one_layer_takes_the_positional_shortcut_with_a_fixed_offset():
+def test_one_layer_takes_the_positional_shortcut_with_a_fixed_offset(full_run):
     result = full_run(n_layers=1, random_offset=False)
     last = result.history[-1]
     assert last.loss_repeat < 1.0                        # it solves the repeated part...
