@@ -18,9 +18,8 @@ from lesson_model import training as T
 from lesson_model.training_jobs import CANCELLED, DONE, FAILED, QUEUED, shared_queue
 from ui import figures_train as F
 from ui import state, theme
-from ui.i18n import t
 from ui.lesson import Lesson
-from ui.text import code_span, md_escape
+from ui.text import code_span
 
 POLL_S = 1.0                        # seconds between two looks at a running job
 LR_OPTIONS = ("1e-4", "3e-4", "1e-3", "3e-3", "1e-2")
@@ -48,11 +47,6 @@ def _cancel() -> None:
     job = st.session_state.pop(_JOB, None)
     if job is not None:
         queue.cancel(job, watcher)
-
-
-def _set_values(values: dict) -> None:
-    for key, value in values.items():
-        state.set_value(key, value)
 
 
 # --- controls ---------------------------------------------------------------------------------------
@@ -184,13 +178,9 @@ TRY = [
     ({"layers": 1, "offset": "fixed", "positions": True, "mlp": False}),
     ({"layers": 2, "offset": "random", "positions": False, "mlp": False}),
 ]
-st.subheader(t("lesson.try"), anchor=False)
-for n, values in enumerate(TRY):
-    values = {**values, "lr": "1e-3", "steps": DEFAULT.steps, "seed": DEFAULT.seed}
-    left, right = st.columns([2, 3], vertical_alignment="center")
-    left.button(md_escape(page.t(f"try.{n + 1}.label")), key=f"try_{n}", on_click=_set_values, args=(values,),
-                icon=":material/play_arrow:", width="stretch")
-    right.markdown(page.t(f"try.{n + 1}.why"))
+page.try_this([(page.t(f"try.{n + 1}.label"), page.t(f"try.{n + 1}.why"),
+                {**values, "lr": "1e-3", "steps": DEFAULT.steps, "seed": DEFAULT.seed})
+               for n, values in enumerate(TRY)], set_prompt=False)
 
 if result is not None:
     first, last = result.history[0], result.history[-1]

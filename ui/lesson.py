@@ -92,18 +92,20 @@ class Lesson:
         st.subheader(t("lesson.notice"), anchor=False)
         st.markdown("\n".join(f"- {line}" for line in observations))
 
-    def try_this(self, examples: Sequence[tuple] | None = None) -> None:
+    def try_this(self, examples: Sequence[tuple] | None = None, *, set_prompt: bool = True) -> None:
         """Try this: one-click prompts. By default the catalog's ``try.<n>.prompt`` and
         ``try.<n>.why`` keys of this lesson, in order of n. An example may carry a third item,
         the URL-bound control values its "why" relies on (e.g. ``{"temperature": 0.0}``), which
-        the button sets along with the prompt."""
+        the button sets along with the prompt. With ``set_prompt=False`` the first item is only
+        the button's label and a click sets the values alone (a lab page that reads no prompt)."""
         if examples is None:
             examples = [(self.t(f"try.{n}.prompt"), self.t(f"try.{n}.why")) for n in self.try_numbers()]
         st.subheader(t("lesson.try"), anchor=False)
-        for n, (prompt, why, *values) in enumerate(examples):
+        for n, (label, why, *values) in enumerate(examples):
             left, right = st.columns([2, 3], vertical_alignment="center")
-            left.button(md_escape(shorten(prompt, 60)), key=f"try_{n}", on_click=_start_example,
-                        args=(prompt, values[0] if values else {}), icon=":material/play_arrow:", width="stretch")
+            left.button(md_escape(shorten(label, 60)), key=f"try_{n}", on_click=_start_example,
+                        args=(label if set_prompt else None, values[0] if values else {}),
+                        icon=":material/play_arrow:", width="stretch")
             right.markdown(why)
 
     def try_numbers(self) -> list[int]:
@@ -134,9 +136,11 @@ class Lesson:
                 st.code(inspect.getsource(obj), language="python", line_numbers=True)
 
 
-def _start_example(prompt: str, values: dict) -> None:
-    """A Try-this button's callback: its prompt, and the control values it relies on."""
-    state.set_prompt(prompt)
+def _start_example(prompt: str | None, values: dict) -> None:
+    """A Try-this button's callback: its prompt (None: leave the prompt), and the control
+    values it relies on."""
+    if prompt is not None:
+        state.set_prompt(prompt)
     for key, value in values.items():
         state.set_value(key, value)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
+from lesson_model.analysis import architecture
 from lesson_model.whatif import Switches, hooks_for, shuffle_order
 
 
@@ -29,11 +30,8 @@ def read_ids(ids, sw: Switches) -> list[int]:
 
 def position_losses(logits: torch.Tensor, ids) -> torch.Tensor:
     """logits [pos, vocab] (or [1, pos, vocab]) and the ids read -> [pos - 1]: the loss (nats) of
-    predicting token i + 1 at position i."""
-    logits = logits[0] if logits.dim() == 3 else logits
-    targets = torch.tensor([int(i) for i in ids[1:]], dtype=torch.long)
-    logp = logits[:-1].float().log_softmax(-1)                                # [pos - 1, vocab]
-    return -logp.gather(-1, targets[:, None])[:, 0]
+    predicting token i + 1 at position i (Lesson 11's training loss at every position)."""
+    return architecture.position_losses(ids, logits)
 
 
 @dataclass(frozen=True)
