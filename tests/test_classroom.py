@@ -181,6 +181,29 @@ def test_a_student_cannot_change_the_class(warm_app, fresh_store):
     assert on_page(other) == "tokens"
 
 
+def test_a_run_on_another_page_is_brought_back_at_once(warm_app, fresh_store):
+    """A follower's run that lands on another page than the class's, with no newer view (in
+    the browser: a page switch that the fragment timer's rerun turned back into a run of the
+    old page, or the student's own click), switches to the class's page in that same run,
+    before the other page draws; the run's page is read from the run, not from bookkeeping."""
+    teacher = new_session(warm_app, "en")
+    code, _ = start_class(teacher)
+    teacher.switch_page(nav.page_file("tokens")).run()
+    version = fresh_store.view(code).version
+    student = new_session(warm_app, "zh-Hans", **{"class": code})
+    assert on_page(student) == "tokens"
+    assert student.session_state["_class_join"]["seen"] == version
+    student.switch_page(nav.page_file("attention")).run()
+    no_errors(student)
+    assert on_page(student) == "tokens" and student.session_state["_lang"] == "zh-Hans"
+    assert fresh_store.view(code).version == version
+    # Stepped out, the same run stays where the student went.
+    student.button(key="class_stop").click().run()
+    student.switch_page(nav.page_file("attention")).run()
+    no_errors(student)
+    assert on_page(student) == "attention"
+
+
 @pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
 def test_bad_and_unknown_codes_get_a_clear_message(warm_app, lang):
     catalog = i18n.catalog(lang)

@@ -8,9 +8,16 @@ link (``?class=CODE``) and see what the teacher shows, each in their own languag
 - A student's session polls in a fragment (``run_every=1``): when the class's view has a
   newer version it opens it exactly as if the student had opened the teacher's link: the
   page's URL-bound controls forget their values (ui.state.forget_values) and read the
-  teacher's parameters, the prompt and the model are set, then ``st.switch_page``. The
-  student keeps their language. "Stop following" leaves the view alone (and stops the
+  teacher's parameters, the prompt and the model are set, then ``st.switch_page`` (from the
+  fragment run itself: one full run, of the teacher's page). The student keeps their
+  language. "Stop following" leaves the view alone (and stops the
   heartbeat, so the teacher's count drops); "Follow again" applies the latest view at once.
+- Which page a run is on is read from the run itself (``_run_page``), never from what an
+  earlier run recorded: the browser's fragment timer keeps sending reruns with the page it
+  knows, and Streamlit (1.67) folds such a rerun into a pending page switch keeping the
+  newer request's page, or runs the fragment alone on the old page after the new one drew.
+  So a follower's run (fragment or full) on another page than the class's is switched to
+  the class's page at once; a full run does it before the page draws.
 - Classes live in ui.class_store: in this process, or in Redis with DECODER_LAB_REDIS_URL.
 """
 
@@ -24,6 +31,7 @@ from urllib.parse import urlencode
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from ui import class_store, i18n, nav, state
 from ui import model as models
@@ -107,9 +115,6 @@ def after_run(page_id: str | None) -> None:
     join = joined()
     if join and join["following"]:
         _heartbeat(join)              # a long run has passed since the poll's heartbeat
-        # The page this run drew: a follower whose run landed elsewhere (their own click, or a
-        # page switch that raced the poll's timer) is brought back by the next poll.
-        join["drawn"] = page_id if page_id in nav.PAGES else nav.HOME
     teach = teaching()
     if not teach:
         return
@@ -216,6 +221,10 @@ def _leave() -> None:
     st.session_state.pop(_JOIN, None)
 
 
+def _page(page_id: str) -> str:
+    return page_id if page_id in nav.PAGES else nav.HOME
+
+
 def _apply(join: dict, view: class_store.View) -> None:
     """Open the teacher's view as if this student had opened the teacher's link (keeping
     their language); ends the run with st.switch_page."""
@@ -228,7 +237,6 @@ def _apply(join: dict, view: class_store.View) -> None:
     if model in models.MODELS:
         models.set_model_key(model)
     join["seen"] = view.version
-    join["drawn"] = view.page if view.page in nav.PAGES else nav.HOME   # until a run says otherwise
     query = {k: v for k, v in params.items() if k.isidentifier() and k not in KEEP}
     query.update({"lang": i18n.current_lang(), "model": models.model_key(), PARAM: join["code"]})
     # This run's claims are the old view's: start them again, so the URL written when the run
@@ -237,14 +245,28 @@ def _apply(join: dict, view: class_store.View) -> None:
     for key, value in query.items():
         state.claim(key, value)
     state.claim_prompt()
-    page = view.page if view.page in nav.PAGES else nav.HOME
-    st.switch_page(nav.page_file(page), query_params=state.url_values())
+    st.switch_page(nav.page_file(_page(view.page)), query_params=state.url_values())
 
 
-def _sync(join: dict, *, in_fragment: bool) -> class_store.ClassInfo | None:
-    """Heartbeat and look for a newer view. A full run applies it (st.switch_page, before the
-    page draws); the fragment asks for a full run instead, since a page switched to from a
-    fragment run is not drawn. Returns the class (None when the store is unreachable)."""
+def _run_page() -> str | None:
+    """The page this script run is on: the run context's page hash (in a fragment run, the
+    one the browser's rerun request carried) looked up in the pages st.navigation registered.
+    None when it cannot be told (no run context, pages not registered yet)."""
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return None
+    info = ctx.pages_manager.get_pages().get(ctx.page_script_hash)
+    if not info or "url_pathname" not in info:
+        return None
+    path = info["url_pathname"]
+    return path if path in nav.PAGES else nav.HOME      # the default page's url_pathname is ""
+
+
+def _sync(join: dict) -> class_store.ClassInfo | None:
+    """Heartbeat and look for a newer view, or a run on another page than the class's (a
+    stale rerun of the poll's timer, or the student's own click), and apply the view
+    (st.switch_page; in a full run, before the page draws). Returns the class (None when
+    the store is unreachable)."""
     code = join["code"]
     try:
         info = store().get(code)
@@ -259,12 +281,12 @@ def _sync(join: dict, *, in_fragment: bool) -> class_store.ClassInfo | None:
         st.session_state.pop(_JOIN, None)
         _note("classroom.ended", code)
         st.rerun()
-    behind = info.view is not None and (info.view.version > join["seen"]
-                                        or join.get("drawn", info.view.page) != info.view.page)
+    view = info.view
+    here = _run_page()
+    behind = view is not None and (view.version > join["seen"]
+                                   or (here is not None and here != _page(view.page)))
     if join["following"] and behind:
-        if in_fragment:
-            st.rerun()
-        _apply(join, info.view)
+        _apply(join, view)
     return info
 
 
@@ -273,11 +295,11 @@ def _follow() -> None:
     join = joined()
     if not join:
         return
-    info = _sync(join, in_fragment=True)
+    info = _sync(join)
     if info is None:
         st.caption(t("classroom.store_down"))
         return
-    where = info.view.page if info.view is not None and info.view.page in nav.PAGES else nav.HOME
+    where = _page(info.view.page) if info.view is not None else nav.HOME
     key = "classroom.following" if join["following"] else "classroom.paused"
     st.markdown(t(key, code=code_span(join["code"]), page=t(f"nav.{where}")))
 
@@ -323,7 +345,7 @@ def panel() -> None:
     _from_link()
     join = joined()
     if join:
-        _sync(join, in_fragment=False)     # a newer view: switch to it now, before the page draws
+        _sync(join)                        # a newer view: switch to it now, before the page draws
         join = joined()
     if join:
         state.claim(PARAM, join["code"])   # a reload of the student's tab joins again
