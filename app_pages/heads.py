@@ -246,7 +246,8 @@ with figure_area:
     if this.window:
         series.append((page.t("fig.window_aware", name=win_shape.name),
                        [K.kv_bytes_windowed(win_shape, c, dtype) / 2**30 for c in contexts], theme.OKABE_ITO[0], "dot"))
-    theme.plot(F.kv_memory_figure(series, contexts, context, page.t), key="kv_chart", height=460)
+    theme.plot(F.kv_memory_figure(series, contexts, context, page.t), key="kv_chart",     # taller in presenter mode:
+               height=round(460 * theme.font_px(theme.FONT_SIZE) / theme.FONT_SIZE))       # 7 decades of 20 px ticks
 if this.window:
     full, win = K.kv_bytes(win_shape, context, dtype), K.kv_bytes_windowed(win_shape, context, dtype)
     fmt = "{:.4g} {}".format

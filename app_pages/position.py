@@ -12,9 +12,9 @@ import torch
 from lesson_model.analysis import rope as R
 from lesson_model.decoder import RotaryEmbedding
 from ui import i18n, state, theme
-from ui.figures_position import (before_after_figure, block_diagram, clock_figure, distance_figure, ladder_figure,
-                                 period_text, relative_figure, same_vector_figure, sinusoid_heatmap, waves_figure,
-                                 worked_example_figure)
+from ui.figures_position import (before_after_figure, block_diagram, clock_figure, diagram_size, distance_figure,
+                                 ladder_figure, period_text, relative_figure, same_vector_figure, sinusoid_heatmap,
+                                 waves_figure, worked_example_figure)
 from ui.lesson import Lesson
 from ui.text import num
 from ui.tokens import md_label, position_label, readable_texts
@@ -27,7 +27,6 @@ REL_DISTANCES = (0, 1, 2, 4, 8, 16)
 REL_POSITIONS = (0, 10, 100, 1000, 4000, 8000)
 CURVE_MAX = 128           # distances in the score-vs-distance curve
 DEFAULT_LAYER_FRACTION, DEFAULT_HEAD = 0.55, 0   # default layer: this fraction of the stack (16 of 30, 9 of 18)
-DIAGRAM_WIDTH = 620       # px: the block diagram's width on a wide screen
 WIDE = 56                 # title width (characters, see ui.theme.wrap_title) of a chart spanning the page
 
 page = Lesson("position")
@@ -218,8 +217,9 @@ cards[0].metric(page.t("where.params"), f"{rope_params:,}", help=page.t("where.p
 cards[1].metric(page.t("where.attn_params"), f"{attn_params:,}")
 cards[2].metric(page.t("where.buffer"), f"{sum(rope.inv_freq.numel() for rope in ropes):,}",
                 help=page.t("where.buffer_help", half=half, bases=len(ropes)))
-st.graphviz_chart(block_diagram(diagram_labels, theme.font_family().split(",")[0], qk_norm=cfg.qk_norm),
-                  width=DIAGRAM_WIDTH)
+diagram_font, diagram_width = diagram_size(cfg.qk_norm)     # larger in presenter mode (ui/figures_position.py)
+st.graphviz_chart(block_diagram(diagram_labels, theme.font_family().split(",")[0], qk_norm=cfg.qk_norm,
+                                fontsize=diagram_font), width=diagram_width)
 
 with st.expander(page.t("long.title"), icon=":material/menu_book:"):
     page.prose("long")

@@ -107,6 +107,8 @@ def score_steps_figure(raw: Sequence[float], scaled: Sequence[float], weights: S
     fig.update_yaxes(range=[0, min(1.0, top) * 1.25 + 0.02], row=4, col=1, tickformat=".0%")
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, tickangle=-45 if n > 12 else 0)
     fig.update_xaxes(title=tr("fig.keys_axis"), row=4, col=1)
+    # room above the first subplot title (no figure title): the 20 px default cut its top in presenter mode
+    fig.update_layout(margin=dict(l=10, r=10, b=10, t=round(theme.font_px(theme.FONT_SIZE) * 1.5)))
     return fig
 
 
@@ -206,7 +208,9 @@ def scale_figure(w_scaled: Sequence[float], w_unscaled: Sequence[float], labels:
                                   bgcolor="rgba(255,255,255,0.85)"))
     fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, 1.4],
                      tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
-    fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if len(xs) > 12 else 0)
+    # labels tilted past 12 tokens, or fewer where presenter mode draws them larger (9 at 21 px)
+    tilt = len(xs) > 12 * theme.FONT_SIZE / theme.font_px(theme.FONT_SIZE)
+    fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if tilt else 0)
     return fig
 
 
@@ -244,8 +248,12 @@ def cost_figure(lengths: Sequence[int], attention: Sequence[float], linear: Sequ
                     line=dict(color=KEY_COLOUR, width=3, dash="dash"),
                     hovertemplate=_cost_hover(tr))
     if crossover <= lengths[-1]:
+        # a line below "your prompt", on the side of the line with room: at the top it met that label
+        # when the crossover is early on the axis (Gemma), and on the left it stretched the axis below 0
         fig.add_vline(x=crossover, line=dict(color=GREY, dash="dot"),
-                      annotation_text=tr("fig.crossover", n=f"{crossover:,}"), annotation_position="top left")
+                      annotation_text=tr("fig.crossover", n=f"{crossover:,}"),
+                      annotation_position="top left" if crossover > lengths[-1] / 2 else "top right",
+                      annotation_yshift=-round(theme.font_px(theme.FONT_SIZE) * 1.5))
     fig.add_vline(x=n_now, line=dict(color=theme.OKABE_ITO[2], width=2),
                   annotation_text=tr("fig.your_prompt", n=n_now), annotation_position="top right")
     fig.update_xaxes(title=tr("fig.length_axis"))

@@ -49,6 +49,10 @@ def layer_grid_figure(patterns: Sequence, layer: int, group_size: int, values: S
     fig.update_xaxes(type="category", showticklabels=False, showgrid=False)
     fig.update_yaxes(type="category", showticklabels=False, autorange="reversed", showgrid=False)
     fig.update_annotations(font_size=15)
+    # room above the first row's titles and right of the K/V row titles (no figure title; the
+    # default 20 px at the top and 10 at the right cut them in presenter mode's larger type)
+    title_px = theme.font_px(15)
+    fig.update_layout(margin=dict(l=10, r=round(title_px * 1.4), b=10, t=round(title_px * 1.5)))
     return fig
 
 
@@ -128,7 +132,9 @@ def group_weights_figure(weights: Sequence[Sequence[float]], heads: Sequence[int
                       legend=dict(orientation="h", y=0.99, yanchor="top", x=0.99, xanchor="right",
                                   bgcolor="rgba(255,255,255,0.8)"))
     fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if len(labels) > 10 else 0)
-    fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, 1.05])
+    # the legend lies in the room above 100%: in presenter mode's type it takes two lines, so more room
+    top = 1.05 if theme.font_px(theme.FONT_SIZE) == theme.FONT_SIZE else 1.35
+    fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, top], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
     return fig
 
 
@@ -144,7 +150,9 @@ def kv_memory_figure(series: Sequence[tuple[str, Sequence[float], str, str]], co
                   annotation_text=tr("fig.context_mark", n=f"{context:,}"), annotation_position="top left")
     fig.update_xaxes(type="log", title=tr("fig.context_axis"))
     fig.update_yaxes(type="log", title=tr("fig.memory_axis"))
-    fig.update_layout(title=tr("fig.memory_title"), legend=dict(orientation="h", y=-0.25, yanchor="top"))
+    # the legend below the x-axis title, which presenter mode's larger ticks and title push lower
+    below = -0.25 if theme.font_px(theme.FONT_SIZE) == theme.FONT_SIZE else -0.4
+    fig.update_layout(title=tr("fig.memory_title"), legend=dict(orientation="h", y=below, yanchor="top"))
     return fig
 
 
@@ -173,7 +181,8 @@ def kv_layers_figure(needed: Sequence[int], stored: int, sliding: Sequence[bool]
 # CSS, whatever the DOT fontsize says, so text reads 9.6 x (drawn width / SVG width) px on screen:
 # stretched to a 820 px column a wide diagram had 9 px text. The DOT fontsize is set to the same
 # 9.6 (the boxes fit their text) and the page draws each diagram at the pixel width that makes its
-# text DIAGRAM_TEXT_PX (or narrower, if the column is), from the width these builders estimate.
+# text DIAGRAM_TEXT_PX (or narrower, if the column is), from the width these builders estimate;
+# in presenter mode theme.font_px(DIAGRAM_TEXT_PX), 21 px, so the labels read from the back of a room.
 STREAMLIT_DOT_TEXT = 9.6
 DIAGRAM_TEXT_PX = 16
 _PAD, _NODESEP, _RANKSEP, _MARGIN_X = 3.6, 12.96, 25.2, 8.64       # pt, as set in _dot_header
@@ -201,8 +210,9 @@ def _box(label: str, min_width: float = 54.0) -> float:
 
 
 def diagram_px(width_pt: float) -> int:
-    """The pixel width to draw a diagram of ``width_pt`` (SVG user units) at, for DIAGRAM_TEXT_PX text."""
-    return int(round(width_pt * DIAGRAM_TEXT_PX / STREAMLIT_DOT_TEXT))
+    """The pixel width to draw a diagram of ``width_pt`` (SVG user units) at, for DIAGRAM_TEXT_PX
+    text (larger in presenter mode)."""
+    return int(round(width_pt * theme.font_px(DIAGRAM_TEXT_PX) / STREAMLIT_DOT_TEXT))
 
 
 def projection_dot(cfg, tr: Tr, font: str) -> tuple[str, float]:

@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 import torch
 
 from ui import theme
+from ui.figures_heads import STREAMLIT_DOT_TEXT
 from ui.tokens import plot_label
 
 GRID = "#e5e7eb"
@@ -68,11 +69,13 @@ def clock_figure(angles: Sequence[float], names: Sequence[str], title: str, lege
                              marker=dict(size=[0, 9]), hovertemplate=hover + " · %{theta:.0f}°<extra></extra>")
     # The dial takes most of the width and a short legend sits at its right. Plotly fits the
     # angle labels ("180°", "0°") just around the dial's domain: the margin on the left and
-    # the gap before the legend keep them in view.
+    # the gap before the legend keep them in view; the bottom margin holds "270°" (at presenter
+    # mode's 20 px the 20 px margin cut it).
+    tick_px = theme.font_px(theme.FONT_SIZE - 2)
     fig.update_layout(title=title, showlegend=True,
                       legend=dict(orientation="v", x=0.8, xanchor="left", y=0.5, yanchor="middle",
                                   title=dict(text=legend_title) if legend_title else None),
-                      margin=dict(l=40, r=10, t=70, b=20),
+                      margin=dict(l=40, r=10, t=70, b=max(20, round(tick_px * 1.5))),
                       polar=dict(domain=dict(x=[0.0, 0.7], y=[0.0, 1.0]),
                                  angularaxis=dict(direction="counterclockwise", rotation=0, showticklabels=True,
                                                   tickfont=dict(size=theme.FONT_SIZE - 2)),
@@ -253,9 +256,31 @@ def worked_example_figure(before: Sequence[float], after: Sequence[float], degre
     return fig
 
 
-def block_diagram(labels: dict[str, str], font: str, qk_norm: bool = False) -> str:
+# Streamlit draws a diagram's text at 9.6 SVG units whatever the DOT says and scales the SVG to the
+# width the page asks for, so the text reads 9.6 x drawn width / SVG width px. On a laptop the
+# boxes are laid out for 17-unit text and drawn DIAGRAM_WIDTH px wide (text 14-17 px). In presenter
+# mode they are laid out for PRESENT_FONT-unit text (boxes closer to the text: the SVG is then
+# about PRESENT_UNITS wide in Chromium, the QK-norm variant's Chinese labels the widest) and drawn
+# at the width that gives theme.font_px(DIAGRAM_FONT) text, 22 px, within the 864 px column of a
+# 1024 px screen (at 17 units it would need about 930 px for 20 px text).
+DIAGRAM_FONT = 17
+DIAGRAM_WIDTH = 620
+PRESENT_FONT = 11
+PRESENT_UNITS = {False: 265, True: 330}      # SVG width, without and with QK-norm
+
+
+def diagram_size(qk_norm: bool = False) -> tuple[float, int]:
+    """(DOT fontsize, pixel width) of the block diagram for this session."""
+    text_px = theme.font_px(DIAGRAM_FONT)
+    if text_px == DIAGRAM_FONT:
+        return DIAGRAM_FONT, DIAGRAM_WIDTH
+    return PRESENT_FONT, int(round(PRESENT_UNITS[bool(qk_norm)] * text_px / STREAMLIT_DOT_TEXT))
+
+
+def block_diagram(labels: dict[str, str], font: str, qk_norm: bool = False, fontsize: float = DIAGRAM_FONT) -> str:
     """Graphviz DOT of one attention block with the RoPE step highlighted; with ``qk_norm``
-    the norm of q and of k (Gemma) sits between the projection and RoPE."""
+    the norm of q and of k (Gemma) sits between the projection and RoPE. ``fontsize``: the text
+    size the boxes are laid out for (see diagram_size)."""
     def esc(text: str) -> str:
         return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
@@ -267,7 +292,7 @@ def block_diagram(labels: dict[str, str], font: str, qk_norm: bool = False) -> s
     return "\n".join([
         "digraph block {",
         "rankdir=TB; bgcolor=transparent; nodesep=0.3; ranksep=0.22;",
-        f'node [shape=box style="rounded,filled" fillcolor="#f3f4f6" color="#6b7280" fontname="{font}" fontsize=17 margin="0.12,0.05"];',
+        f'node [shape=box style="rounded,filled" fillcolor="#f3f4f6" color="#6b7280" fontname="{font}" fontsize={fontsize:g} margin="0.12,0.05"];',
         f'edge [color="#6b7280" fontname="{font}" fontsize=12];',
         node("x", "resid"), node("norm", "norm"),
         node("wq", "wq"), node("wk", "wk"), node("wv", "wv"),

@@ -22,7 +22,9 @@ MIN_PX = 20
 
 # Every visible piece of text in the main area under MIN_PX: HTML text (not the source listings
 # of "In the code", not icons, not KaTeX's sub- and superscripts or its hidden MathML), plotly
-# text, and graphviz labels (drawn at font-size x the SVG's scale on screen).
+# text, and graphviz labels (drawn at font-size x the SVG's scale on screen). And plotly text
+# that runs past its chart's edges (cut off): a subplot title above a 20 px top margin, a
+# legend entry past the right edge, a colour bar's title below the bottom.
 MEASURE = """() => {
   const main = document.querySelector("[data-testid='stMain']");
   const visible = el => { const r = el.getBoundingClientRect(); const s = getComputedStyle(el);   // (1 px: screen-reader only)
@@ -46,21 +48,32 @@ MEASURE = """() => {
     const px = parseFloat(getComputedStyle(t).fontSize);
     if (px < %(min)d) small.push(['plotly', px, t.textContent.trim().slice(0, 30)]);
   }
+  const cut = [];
+  for (const chart of main.querySelectorAll("[data-testid='stPlotlyChart']")) {
+    const svg = chart.querySelector('.main-svg'); if (!svg) continue;
+    const b = svg.getBoundingClientRect();
+    for (const t of chart.querySelectorAll('svg text')) {
+      if (!t.textContent.trim() || t.closest('.hoverlayer')) continue;
+      const r = t.getBoundingClientRect();
+      if (r.width > 1 && (r.top < b.top - 1 || r.bottom > b.bottom + 1 || r.left < b.left - 1 || r.right > b.right + 1))
+        cut.push([chart.closest('[class*="st-key-"]')?.className.match(/st-key-(\\S+)/)?.[1], t.textContent.trim().slice(0, 30)]);
+    }
+  }
   const diagrams = [];
   for (const svg of main.querySelectorAll("[data-testid='stGraphVizChart'] svg")) {
     const box = svg.viewBox.baseVal; const k = box && box.width ? svg.getBoundingClientRect().width / box.width : 1;
     diagrams.push(Math.min(...[...svg.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize) * k)));
   }
   const menu = document.querySelector('[data-testid="stMainMenu"]');
-  return {small, diagrams, overflow: Math.max(main.scrollWidth - main.clientWidth,
+  return {small, cut, diagrams, overflow: Math.max(main.scrollWidth - main.clientWidth,
                                               document.documentElement.scrollWidth - document.documentElement.clientWidth),
           menu: !!menu && visible(menu), collapsed: document.querySelector('[data-testid="stSidebar"]')?.dataset.collapsed};
 }""" % {"min": MIN_PX}
 
-# Pages whose diagrams are drawn at 20 px or more in presenter mode. heads (16-19 px), ffn (16 px)
-# and position (14 px) size their Graphviz diagrams for 16 px text in their column: they need a
-# presenter-mode size from their owners (theme.font_px) before they join this list.
-DIAGRAMS_CHECKED = {"residual"}
+# Pages whose Graphviz diagrams must be drawn at 20 px or more in presenter mode: residual's are
+# stretched to the column; heads, ffn and position draw theirs at a pixel width that gives
+# theme.font_px of their laptop text size (ui/figures_heads.py, figures_ffn.py, figures_position.py).
+DIAGRAMS_CHECKED = {"residual", "heads", "ffn", "position"}
 
 
 @pytest.fixture
@@ -73,13 +86,15 @@ def tab(browser):
 
 
 @pytest.mark.parametrize("name, lang", [("home", "en"), ("attention", "en"), ("sampling", "en"),
-                                        ("residual", "zh-Hant"), ("tokens", "zh-Hans")])
+                                        ("residual", "zh-Hant"), ("tokens", "zh-Hans"),
+                                        ("heads", "en"), ("ffn", "zh-Hant"), ("position", "zh-Hans")])
 def test_presenter_type_is_large_menu_hidden_no_overflow(tab, base_url, name, lang):
     tab.goto(harness.page_url(base_url, name, lang=lang, present=1))
     harness.wait_until_drawn(tab)
     assert not tab.query_selector(harness.EXCEPTION)
     found = tab.evaluate(MEASURE)
     assert found["small"] == [], found["small"][:20]
+    assert found["cut"] == [], found["cut"][:20]
     if name in DIAGRAMS_CHECKED:
         assert found["diagrams"] and min(found["diagrams"]) >= MIN_PX, found["diagrams"]
     assert found["overflow"] <= 0
