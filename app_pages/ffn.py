@@ -10,7 +10,7 @@ from lesson_model.analysis.lens import decode_residual
 from lesson_model.decoder import MLP
 from ui import state, theme
 from ui import figures_ffn as F
-from ui.i18n import big_number, join_list, join_sentences
+from ui.i18n import big_number, current_lang, join_list, join_sentences
 from ui.lesson import Lesson
 from ui.text import html_escape, num
 from ui.tokens import axis_labels, label, md_label, plot_label, readable_texts
@@ -20,6 +20,7 @@ TOP_NEURONS = 12    # neurons listed for the chosen token
 VOCAB_K = 8         # tokens listed per side in the neuron's vocabulary chart
 DIAGRAM_WIDTH = 340  # px: the MLP diagram's text is then about 17 px (less where the column is narrower)
 TRY_TOKENS = 4      # pushed tokens named per Try-this example
+WIDE = 56           # title width (characters, see ui.theme.wrap_title) of a chart spanning the page
 
 page = Lesson("ffn")
 page.header()
@@ -47,7 +48,7 @@ page.prose("shape")
 diagram, facts = st.columns([3, 2], gap="large", vertical_alignment="center")
 with diagram:
     st.graphviz_chart(F.mlp_diagram(page.t, cfg.d_model, cfg.d_ff, theme.font_family().split(",")[0],
-                                    ACT["act"], cfg.post_norms), width=DIAGRAM_WIDTH)
+                                    ACT["act"], cfg.post_norms), width=F.diagram_px(DIAGRAM_WIDTH))
 with facts:
     st.metric(page.t("metric.mlp_layer"), f"{mine.per_layer['mlp']:,}",
               help=page.t("metric.mlp_layer_help", d=cfg.d_model, f=cfg.d_ff))
@@ -142,7 +143,7 @@ with figure_area:
 strip_title = html_escape(page.t("strip.title", n=neuron, layer=layer))
 per_row = 10
 theme.plot(F.token_strip_figure(page.t, [plot_label(text, 12) for text in texts], acts.tolist(), strip_title, per_row),
-           key="neuron_strip", height=110 + 46 * (-(-n_pos // per_row)))
+           key="neuron_strip", height=F.strip_height(-(-n_pos // per_row)), title_width=WIDE)
 st.markdown(page.t("vocab.caption", n=neuron, token=token_md, v=f"{float(post[pos, neuron]):+.2f}"))
 promoted = list(zip(axis_labels([lm.token_text(i) for i, _ in effect.promoted]), [v for _, v in effect.promoted]))
 suppressed = list(zip(axis_labels([lm.token_text(i) for i, _ in effect.suppressed]), [v for _, v in effect.suppressed]))
@@ -163,7 +164,7 @@ rows = [
     (page.t("params.row.model", name=html_escape(lm.name)), mine.parts),
     (page.t("params.row.model", name=page.t("params.gpt3")), gpt3.parts),
 ]
-theme.plot(F.params_figure(page.t, rows, big_number), key="params_chart", height=420)
+theme.plot(F.params_figure(page.t, rows, big_number), key="params_chart", height=420, title_width=WIDE)
 
 # --- 5. mixture of experts -----------------------------------------------------------------
 st.subheader(page.t("moe_title"), anchor=False)
@@ -261,7 +262,8 @@ def try_pusher(try_run) -> tuple[int, int, N.Pusher]:
     return answer, best, pushers[best]
 
 
-def try_detail(n: int) -> str:
+@st.cache_data(max_entries=64, show_spinner=False)   # the same for every visitor: once per model and language
+def try_detail(model_name: str, lang: str, n: int) -> str:
     """What the neuron that pushes example n's answer most does on its prompt (a model run)."""
     ids = [tok.id for tok in lm.tokenize(page.t(f"try.{n}.prompt"))]
     try_run = page.run(lm, ids, names=try_names())
@@ -275,7 +277,7 @@ def try_detail(n: int) -> str:
     return join_sentences(lines)
 
 
-page.try_this([(page.t(f"try.{n}.prompt"), join_sentences([page.t(f"try.{n}.why"), try_detail(n)]))
+page.try_this([(page.t(f"try.{n}.prompt"), join_sentences([page.t(f"try.{n}.why"), try_detail(lm.name, current_lang(), n)]))
                for n in page.try_numbers()])
 
 # --- the math ------------------------------------------------------------------------------

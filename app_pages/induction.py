@@ -128,7 +128,7 @@ shown = list(exp.example_patterns.items())
 hover_tokens = [html_escape(label(lm.token_text(i), 12)) for i in example]
 for i, (column, (key, pattern)) in enumerate(zip(st.columns(len(shown), gap="small"), shown)):
     with column:      # one chart per head: the columns stack on a phone instead of squeezing three titles
-        theme.plot(F.stripe_pattern_figure(pattern.tolist(), head_name(*key), float(exp.scores[key]), seq_len,
+        theme.plot(F.stripe_pattern_figure(pattern.numpy(), head_name(*key), float(exp.scores[key]), seq_len,
                                            hover_tokens, page.t), key=f"stripes_chart_{i}", height=360)
 st.caption(page.t("stripes_caption", n=seq_len, last=2 * seq_len - 1))
 

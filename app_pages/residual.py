@@ -10,7 +10,7 @@ from lesson_model.analysis import norms as NO
 from lesson_model.decoder import Block, RMSNorm
 from ui import state, theme
 from ui import figures_residual as F
-from ui.i18n import join_list, join_sentences, with_paren
+from ui.i18n import current_lang, join_list, join_sentences, with_paren
 from ui.lesson import Lesson
 from ui.text import html_escape, md_escape, num
 from ui.tokens import axis_labels, label, md_label, plot_label, readable_texts
@@ -298,7 +298,8 @@ TRY_EXAMPLES = (1, 2, 3, 4)
 TRY_VERSUS = {4: 3}     # example 4 explains the answer against the model's 4th candidate
 
 
-def try_detail(n: int) -> str:
+@st.cache_data(max_entries=64, show_spinner=False)   # the same for every visitor: once per model and language
+def try_detail(model_name: str, lang: str, n: int) -> str:
     ids_n = [tok.id for tok in lm.tokenize(page.t(f"try.{n}.prompt"))]
     try_run = page.run(lm, ids_n, names=TRY_NAMES)
     lens_n = LL.logit_lens(lm, try_run, positions=[-1], k=1, include_embed=True)
@@ -326,7 +327,7 @@ def try_detail(n: int) -> str:
                   parts=parts)
 
 
-page.try_this([(page.t(f"try.{n}.prompt"), join_sentences([page.t(f"try.{n}.why"), try_detail(n)]))
+page.try_this([(page.t(f"try.{n}.prompt"), join_sentences([page.t(f"try.{n}.why"), try_detail(lm.name, current_lang(), n)]))
                for n in TRY_EXAMPLES])
 
 # --- the math ---------------------------------------------------------------------------------

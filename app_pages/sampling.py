@@ -9,7 +9,7 @@ from lesson_model import sampling as S
 from lesson_model.analysis import sampling_demo as sd
 from ui import state, theme
 from ui import figures_sampling as F
-from ui.i18n import join_list, join_sentences, with_paren
+from ui.i18n import current_lang, join_list, join_sentences, with_paren
 from ui.lesson import Lesson
 from ui.model import model_tag
 from ui.text import html_escape, num
@@ -210,7 +210,8 @@ page.notice(notice)
 
 
 # --- try this: each line checked on a run of the model on its own prompt ----------------------
-def try_line(n: int, prompt: str) -> str:
+@st.cache_data(max_entries=64, show_spinner=False)   # the same for every visitor: once per model and language
+def try_line(model_name: str, lang: str, n: int, prompt: str) -> str:
     """Example n's line: its point (try.<n>.why, placeholder-free, also shown on an empty prompt)
     and this model's numbers on that prompt, only when the numbers support the point; else a
     plain account of the numbers."""
@@ -238,7 +239,7 @@ def try_line(n: int, prompt: str) -> str:
 
 
 TRIES = range(1, 6)
-page.try_this([(page.t(f"try.{n}.prompt"), try_line(n, page.t(f"try.{n}.prompt"))) for n in TRIES])
+page.try_this([(page.t(f"try.{n}.prompt"), try_line(lm.name, current_lang(), n, page.t(f"try.{n}.prompt"))) for n in TRIES])
 
 # --- the math ----------------------------------------------------------------------------------
 t1 = table[2]

@@ -2,8 +2,10 @@
 
     .venv/bin/python -m bench.bench_class [--students 1 10 25] [--output bench/RESULTS_class.md]
 
-Starts the app on a loopback port, warms both models with one visit each, then for each N
-drives N simulated students over Streamlit's websocket (tests/protocol.py: what a browser
+Starts the app on a loopback port with its start-up warm-up (ui/warmup.py: both models, every
+lesson once per model and language) and waits for it, as a teacher's server is warm before the
+class comes in. Then for each N
+drives N simulated students over Streamlit's websocket (ui/protocol.py: what a browser
 sends, without the browser). Student i opens page i of the course (every page, wrapping
 round), in English, 繁體中文 or 简体中文 in turn, on SmolLM2 or Gemma in turn; all at the same
 moment (first view), then all type a new prompt at the same moment (rerun). Two cases:
@@ -15,22 +17,22 @@ It prints, per N and case: first-view and rerun latency (median, p90, max, secon
 request to the end of the run), errors (exception elements, runs that did not finish), the
 bytes each run sent, and the server's peak resident memory so far (VmHWM of the server
 process, both models loaded). Every N uses prompts no earlier run used, so the shared run
-cache cannot answer from a previous N; per-model analyses the app caches per process stay
-warm, as on a real server after its first class.
+cache cannot answer from a previous N; the per-model analyses the warm-up filled stay warm.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.browser import harness
-from tests.protocol import Client, Result
-from ui import nav
+from ui.protocol import Client, Result
+from ui import nav, warmup
 
 LANGS = ("en", "zh-Hant", "zh-Hans")
 MODELS = ("smollm2-135m", "gemma-3-270m")
@@ -88,6 +90,17 @@ def drive(base: str, student: Student, case: str, salt: str, barrier: threading.
         barrier.abort()
 
 
+def wait_for_warmup(log: Path, timeout: float) -> str:
+    """The server's own warm-up line (ui/warmup.py), once it has opened every lesson."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith(warmup.DONE_LINE):
+                return line[len(warmup.DONE_LINE):].strip()
+        time.sleep(1)
+    raise TimeoutError(f"no warm-up line in {log} after {timeout:.0f} s")
+
+
 def peak_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -121,23 +134,62 @@ def run_class(base: str, n: int, case: str, salt: str, timeout: float) -> list[S
     return class_
 
 
+def start_profile(pid: int, path: str):
+    import shutil
+    import subprocess
+    import sys
+    exe = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    return subprocess.Popen([exe, "record", "--pid", str(pid), "--rate", "50", "--format", "raw",
+                             "--output", path, "--threads", "--nonblocking"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_profile(spy, path: str, top: int = 25) -> None:
+    """Stop py-spy and print the functions with the most samples, inclusive and self."""
+    import collections
+    import signal
+    spy.send_signal(signal.SIGINT)
+    spy.wait(timeout=60)
+    inclusive: collections.Counter = collections.Counter()
+    self_: collections.Counter = collections.Counter()
+    total = 0
+    for line in Path(path).read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [f.split(" (")[0] + " " + f.split("/")[-1].rstrip(")") for f in stack.split(";")[1:]]
+        n = int(count)
+        total += n
+        for frame in set(frames):
+            inclusive[frame] += n
+        if frames:
+            self_[frames[-1]] += n
+    print(f"profile: {total} samples (50 per second per busy thread)")
+    for name, counter in (("inclusive", inclusive), ("self", self_)):
+        print(f"top {top} {name}:")
+        for frame, n in counter.most_common(top):
+            print(f"  {100 * n / max(total, 1):5.1f}%  {frame}")
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_class", description=__doc__.split("\n\n")[0])
     parser.add_argument("--students", type=int, nargs="+", default=[1, 10, 25])
     parser.add_argument("--cases", nargs="+", default=["teacher", "own"], choices=["teacher", "own"])
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take")
     parser.add_argument("--output", help=f"write the table here too (default {RESULTS.name} after a full run)")
+    parser.add_argument("--profile", metavar="FILE",
+                        help="sample the server with py-spy (pip install py-spy) while the classes run; "
+                             "writes collapsed stacks to FILE and prints where the time went")
     args = parser.parse_args(argv)
 
     procs: list = []
     rows = []
-    with harness.streamlit_server(procs=procs) as base:
+    log = Path(tempfile.mkdtemp(prefix="bench-class-")) / "server.log"
+    with harness.streamlit_server(procs=procs, env={warmup.ENV: "1"}, log_path=log) as base:
         pid = procs[0].pid
         start = time.monotonic()
-        for lang in ("en", "zh-Hant"):            # warm both models (English starts on SmolLM2, Chinese on Gemma)
-            with Client(base, timeout=600) as client:
-                client.open("home", {"lang": lang})
-        print(f"server warm in {time.monotonic() - start:.1f} s, peak {peak_mb(pid):.0f} MB", flush=True)
+        done = wait_for_warmup(log, timeout=1800)
+        print(f"server warm in {time.monotonic() - start:.0f} s after its health check ({done}), "
+              f"peak {peak_mb(pid):.0f} MB", flush=True)
+        spy = start_profile(pid, args.profile) if args.profile else None
         for n in args.students:
             for case in args.cases:
                 class_ = run_class(base, n, case, salt=f"{n}{case[0]}", timeout=args.timeout)
@@ -153,11 +205,14 @@ def main(argv=None) -> None:
                 print(" | ".join(str(c) for c in row), flush=True)
                 for error in errors[:5]:
                     print("   error:", error[:300], flush=True)
+        if spy is not None:
+            stop_profile(spy, args.profile)
     header = ["students", "prompts", "first view s (median / p90 / max)", "rerun s (median / p90 / max)",
               "errors", "KB per run (median)", "server peak MB", "slowest first views"]
     table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     table += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
-    text = "\n".join(["# A class on one server (python -m bench.bench_class)", "", __doc__.split("\n\n")[2], "", *table, ""])
+    text = "\n".join(["# A class on one server (python -m bench.bench_class)", "", "\n\n".join(__doc__.split("\n\n")[2:5]), "",
+                      *table, ""])
     print("\n".join(table))
     output = args.output or (RESULTS if args.students == [1, 10, 25] and len(args.cases) == 2 else None)
     if output:

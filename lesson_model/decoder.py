@@ -402,9 +402,9 @@ class Decoder(nn.Module):
         resid = hooks("hook_embed", self.embed(ids))                              # [batch, pos, d_model]
         for layer, block in enumerate(self.blocks):
             resid = block(resid, self.rope_for(layer), positions, hooks, layer, kv_cache)
-        if last_only:
-            resid = resid[:, -1:]
         final = self.ln_final(resid, hooks, "ln_final")                           # [batch, pos, d_model]
+        if last_only:          # the unembedding is the costly part with a big vocabulary: skip the rest
+            final = final[:, -1:]                                                 # [batch, 1, d_model]
         return final @ self.W_U                                                   # [batch, pos, vocab]
 
     def hook_names(self) -> list[str]:

@@ -285,8 +285,9 @@ GEMMA3_SLIDING_PATTERN = 6          # every 6th layer is global, the other five 
 GEMMA3_ROPE_THETA_SLIDING = 10_000.0
 
 
-def convert_gguf(path: Path) -> tuple[Decoder, str, dict]:
-    """Dequantize a Llama or Gemma 3 GGUF file into a float32 Decoder; also return the tokenizer."""
+def convert_gguf(path: Path, progress: Callable[[float], None] | None = None) -> tuple[Decoder, str, dict]:
+    """Dequantize a Llama or Gemma 3 GGUF file into a float32 Decoder; also return the tokenizer.
+    progress: optional callable told the fraction of the layers done so far."""
     import gguf
     import numpy as np
 
@@ -325,6 +326,8 @@ def convert_gguf(path: Path) -> tuple[Decoder, str, dict]:
     if not cfg.tie_embeddings:
         state["W_U_untied"] = weight("output.weight").T
     for L in range(cfg.n_layers):
+        if progress:
+            progress(L / cfg.n_layers)
         b, g = f"blocks.{L}", f"blk.{L}"
         state |= {
             f"{b}.ln1.weight": weight(f"{g}.attn_norm.weight"),
@@ -450,7 +453,9 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
     path_or_name=None: the bundled SmolLM2-135M-Instruct; "gemma-3-270m": the bundled Gemma 3
     270M (each converted once, then cached; see BUNDLED). Otherwise a local directory or hub
     name of a LlamaForCausalLM-compatible or Gemma 3 checkpoint.
-    progress: optional callable(str) told what is happening (for a spinner).
+    progress: optional callable(stage, fraction) told what is happening, for a progress bar:
+    "preparing" (finding the package's weights, joining its parts once), "converting" with the
+    fraction of layers done, "writing" the cache, then "loading" it (each at most once, in order).
     """
     from .model import LessonModel
 
@@ -461,16 +466,17 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
         bundled = None
     if bundled is not None:
         folder = bundled_cache_folder(bundled.key)
+        tell = progress or (lambda stage, fraction: None)
         if not _cache_is_valid(folder):
-            if progress:
-                progress("converting")
+            tell("preparing", 0.0)
             gguf_path = bundled.locate()
-            decoder, tokenizer_json, meta = convert_gguf(gguf_path)
+            tell("converting", 0.0)
+            decoder, tokenizer_json, meta = convert_gguf(gguf_path, progress=lambda f: tell("converting", f))
+            tell("writing", 1.0)
             _write_cache(folder, decoder, tokenizer_json, meta,
                          {"file": gguf_path.name, "size": gguf_path.stat().st_size, "package": bundled.packages[0],
                           **gguf_weight_formats(gguf_path)})
-        if progress:
-            progress("loading")
+        tell("loading", 0.0)
         decoder, tokenizer = _read_cache(folder)
         name = bundled.name
         formats = _cached_formats(folder, bundled.locate)

@@ -137,7 +137,7 @@ class LessonModel:
 
         names=None captures every hook point; a list captures just those ([] captures none).
         hooks={name: fn} calls fn(tensor) at that point; a returned tensor replaces it.
-        last_only=True: logits (and the final norm's hooks) for the last position only, [batch, 1, vocab]
+        last_only=True: logits for the last position only, [batch, 1, vocab] (the hooks keep every position)
         (with a 262,144-entry vocabulary the unembedding of every position is most of the work).
         Nothing is stored on the model, so concurrent calls never see each other's hooks.
         """

@@ -9,9 +9,14 @@ real-Chromium end-to-end tests in tests/browser/.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+
+# The server's start-up warm-up (ui/warmup.py) would open every lesson in each test's server
+# and compete with the tests for the CPU: off, except where a test turns it on.
+os.environ["DECODER_LAB_WARMUP"] = "0"
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"

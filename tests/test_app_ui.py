@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from ui.i18n import lang_from_locale, parse_lang, placeholders
@@ -81,6 +82,48 @@ def test_run_cache_is_bounded_by_bytes_and_lru():
     assert calls == ["a", "b", "c", "b"]
     cache.get_or_run("huge", lambda: _run(4000))        # larger than the budget: not kept
     assert "huge" not in cache._items and cache.nbytes <= 1000
+
+
+@pytest.mark.parametrize("forwards", [1, 2])
+def test_run_cache_runs_each_key_once_and_at_most_forwards_at_a_time(forwards):
+    import threading
+    import time
+
+    cache = RunCache(budget_bytes=10_000, forwards=forwards)
+    lock, now, most, calls = threading.Lock(), [0], [0], []
+
+    def compute(key):
+        with lock:
+            calls.append(key)
+            now[0] += 1
+            most[0] = max(most[0], now[0])
+        time.sleep(0.05)
+        with lock:
+            now[0] -= 1
+        return _run(40)
+
+    keys = [f"k{i % 4}" for i in range(16)]                # 16 sessions asking for 4 runs at once
+    results = {}
+    threads = [threading.Thread(target=lambda i=i, k=k: results.__setitem__(i, cache.get_or_run(k, lambda: compute(k))))
+               for i, k in enumerate(keys)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(calls) == ["k0", "k1", "k2", "k3"], "each run computed once, the others waited for it"
+    assert most[0] == min(forwards, 4)
+    assert all(results[i] is results[keys.index(k)] for i, k in enumerate(keys)), "all share one result"
+
+
+def test_run_cache_recovers_when_a_run_fails():
+    cache = RunCache(budget_bytes=10_000)
+
+    def boom():
+        raise RuntimeError("out of memory")
+
+    with pytest.raises(RuntimeError):
+        cache.get_or_run("a", boom)
+    assert cache.get_or_run("a", lambda: _run(40)).last_logits.numel() == 10 and not cache._running
 
 
 def test_bits_of_gguf_formats():

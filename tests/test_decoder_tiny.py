@@ -141,6 +141,18 @@ def test_kv_cache_forward_equals_full_forward(tiny, explicit, torch_threads):
 
 # --------------------------------------------------------------------------- hooks: captures
 
+def test_last_only_unembeds_the_last_position_and_keeps_every_hook(tiny):
+    _, lm = tiny
+    ids = random_ids(lm, batch=2, n_pos=6)
+    names = ["ln_final.hook_scale", "ln_final.hook_normalized", "blocks.0.hook_resid_post"]
+    full, last = lm.run(ids, names=names), lm.run(ids, names=names, last_only=True)
+    assert last.logits.shape == (2, 1, lm.cfg.vocab_size)
+    torch.testing.assert_close(last.logits, full.logits[:, -1:], rtol=0, atol=1e-6)
+    for name in names:          # the final norm's hooks too: the pages read them at any position
+        assert last.cache[name].shape == full.cache[name].shape
+        torch.testing.assert_close(last.cache[name], full.cache[name], rtol=0, atol=0)
+
+
 def test_hook_shapes_follow_the_table(tiny):
     _, lm = tiny
     cfg = lm.cfg

@@ -18,7 +18,7 @@ import urllib.request
 import pytest
 
 from deploy import cluster as deploy
-from tests.protocol import Client
+from ui.protocol import Client
 from ui import i18n
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]

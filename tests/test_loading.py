@@ -137,10 +137,13 @@ _conversion_lock = threading.Lock()
 _real_convert_gguf = loading.convert_gguf
 
 
+_CONVERSION_PROGRESS: list[float] = []    # what the real conversion reported, replayed by counted()
+
+
 @functools.cache
 def _converted():
     """The real GGUF conversion (~15 s), done once per session; the tests below reuse its result."""
-    return _real_convert_gguf(loading.bundled_gguf_path())
+    return _real_convert_gguf(loading.bundled_gguf_path(), progress=_CONVERSION_PROGRESS.append)
 
 
 @pytest.fixture(scope="module")
@@ -159,10 +162,13 @@ def empty_cache(scratch_root, monkeypatch):
     monkeypatch.setenv("DECODER_LAB_CACHE", str(folder))
     calls = []
 
-    def counted(path):
+    def counted(path, progress=None):
         calls.append(path)
         with _conversion_lock:
-            return _converted()
+            result = _converted()
+        for fraction in _CONVERSION_PROGRESS if progress else ():
+            progress(fraction)
+        return result
 
     monkeypatch.setattr(loading, "convert_gguf", counted)
     yield folder, calls
@@ -178,8 +184,10 @@ def same_weights(a, b) -> bool:
 def test_first_load_converts_once_then_reads_the_cache(empty_cache, smollm2):
     root, calls = empty_cache
     progress = []
-    lm = load_model(device="cpu", progress=progress.append)
-    assert len(calls) == 1 and progress == ["converting", "loading"]
+    lm = load_model(device="cpu", progress=lambda stage, fraction: progress.append((stage, fraction)))
+    assert len(calls) == 1 and stages(progress) == ["preparing", "converting", "writing", "loading"]
+    fractions = [f for stage, f in progress if stage == "converting"]
+    assert fractions == sorted(fractions) and fractions[0] == 0 and len(fractions) > 2, "the bar moves, forwards"
     folder = loading.bundled_cache_folder()
     assert folder.parent == root
     assert sorted(p.name for p in folder.iterdir()) == sorted(loading.FILES + ("manifest.json",))
@@ -187,11 +195,18 @@ def test_first_load_converts_once_then_reads_the_cache(empty_cache, smollm2):
     manifest = json.loads((folder / "manifest.json").read_text())
     assert manifest["format"] == loading.CACHE_FORMAT and set(manifest["files"]) == set(loading.FILES)
 
-    again = load_model(device="cpu", progress=progress.append)
-    assert len(calls) == 1 and progress[-1] == "loading"
+    progress.clear()
+    again = load_model(device="cpu", progress=lambda stage, fraction: progress.append((stage, fraction)))
+    assert len(calls) == 1 and progress == [("loading", 0.0)], "a warm start only reads the cache"
     assert same_weights(lm, again)
     assert same_weights(lm, smollm2), "a fresh conversion equals the user cache's"
     assert lm.tokenizer.tokenizer.to_str() == smollm2.tokenizer.tokenizer.to_str()
+
+
+def stages(progress) -> list[str]:
+    """The stages a load reported, in order, each once."""
+    seen = [p[0] if isinstance(p, tuple) else p for p in progress]
+    return [s for i, s in enumerate(seen) if i == 0 or seen[i - 1] != s]
 
 
 def truncate(folder: Path):
@@ -255,7 +270,7 @@ def test_interrupted_write_leaves_no_partial_cache(empty_cache, monkeypatch):
     assert list(root.iterdir()) == [], "neither the cache folder nor the temporary folder exists"
     monkeypatch.undo()   # the real save_file (and the environment) again
     monkeypatch.setenv("DECODER_LAB_CACHE", str(root))
-    monkeypatch.setattr(loading, "convert_gguf", lambda path: calls.append(path) or _converted())
+    monkeypatch.setattr(loading, "convert_gguf", lambda path, progress=None: calls.append(path) or _converted())
     load_model(device="cpu")
     assert loading._cache_is_valid(loading.bundled_cache_folder()) and len(calls) == 2
 
@@ -403,10 +418,10 @@ def test_gemma_converts_once_and_a_damaged_cache_is_rebuilt(scratch_root, monkey
     monkeypatch.setenv("DECODER_LAB_CACHE", str(root))
     monkeypatch.setattr(loading, "_gemma_gguf", lambda: gguf)   # do not join the chunks again in the scratch cache
     calls = []
-    monkeypatch.setattr(loading, "convert_gguf", lambda path: calls.append(path) or _real_gemma_conversion())
+    monkeypatch.setattr(loading, "convert_gguf", lambda path, progress=None: calls.append(path) or _real_gemma_conversion())
     progress = []
-    lm = load_model("gemma-3-270m", device="cpu", progress=progress.append)
-    assert calls == [gguf] and progress == ["converting", "loading"]
+    lm = load_model("gemma-3-270m", device="cpu", progress=lambda stage, fraction: progress.append(stage))
+    assert calls == [gguf] and stages(progress) == ["preparing", "converting", "writing", "loading"]
     folder = loading.bundled_cache_folder("gemma-3-270m")
     assert folder.parent == root and loading._cache_is_valid(folder)
     assert json.loads((folder / "manifest.json").read_text())["source"]["embedding_format"] == "Q8_0"

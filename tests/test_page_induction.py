@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from lesson_model.analysis import induction as I
-from tests._apptest import charts, errors, text_of
+from tests._apptest import arr, charts, errors, text_of
 from ui import i18n
 from ui.tokens import readable_texts
 
@@ -45,7 +46,12 @@ def test_random_tokens_map_loss_and_ablation(open_page, lm):
     for i, (layer, head, score) in enumerate(I.top_k_heads(exp.scores, 3)):
         fig = figs[f"stripes_chart_{i}"]
         heat = [t for t in fig["data"] if t["type"] == "heatmap"]
-        assert len(heat) == 1 and len(heat[0]["z"]) == 24
+        z = arr(heat[0]["z"])
+        assert len(heat) == 1 and z.shape == (24, 24)
+        torch.testing.assert_close(torch.tensor(np.nan_to_num(np.tril(z))),
+                                   exp.example_patterns[(layer, head)].float(), atol=1e-6, rtol=0)
+        assert np.isnan(z[np.triu_indices(24, 1)]).all(), "the future is a gap, not a zero"
+        assert len(heat[0]["x"]) == 24 and heat[0]["x"][1].startswith("1 (")   # hover: position (token)
         assert fig["layout"]["title"]["text"] == f"head {layer}.{head}: {score:.0%}"
 
 

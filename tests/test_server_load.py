@@ -11,7 +11,7 @@ in as many rounds as it takes to open every page: no session may get an exceptio
 and every run must finish.
 
 Loopback only; every wait is bounded; the server is stopped by its own pid. The sessions
-speak Streamlit's websocket protocol through tests/protocol.py.
+speak Streamlit's websocket protocol through ui/protocol.py.
 
 For experiments: DECODER_LAB_LOAD_SESSIONS (default 10) and DECODER_LAB_LOAD_PAGES (a comma
 separated list of page ids, default every page).
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from tests.browser.harness import streamlit_server
-from tests.protocol import Client
+from ui.protocol import Client
 from ui import nav
 
 pytestmark = [pytest.mark.slow, pytest.mark.server]

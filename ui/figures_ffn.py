@@ -20,6 +20,12 @@ BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = theme.OKABE_ITO[:6]
 GREY = "#9ca3af"
 
 
+def diagram_px(width: int) -> int:
+    """The pixel width to draw the MLP diagram at: ``width`` on a laptop, wider in presenter mode
+    by the ratio of theme.font_px(16) to 16, so its labels (about 17 px at 340) reach 21 px."""
+    return int(round(width * theme.font_px(16) / 16))
+
+
 def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: bool = False) -> str:
     """The gated MLP of one block as Graphviz DOT, sized with the model's numbers, top to
     bottom; ``act`` names the gate's activation (SiLU, GELU), and ``post_norm`` adds the norm
@@ -56,21 +62,47 @@ def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: 
     ])
 
 
+HIST_BIN = 0.2
+LEGEND_WIDTH = 28     # characters per legend line in presenter mode (a half column at 20 px)
+
+
+def _presenting() -> bool:
+    return theme.font_px(theme.FONT_SIZE) != theme.FONT_SIZE
+
+
+def _legend(text: str) -> str:
+    """A legend entry, broken into lines in presenter mode (plotly never wraps one, and at 20 px
+    a long one ran past a half column's right edge)."""
+    return theme.wrap_title(text, LEGEND_WIDTH) if _presenting() else text
+
+
+def strip_height(rows: int) -> int:
+    """The token strip's height for ``rows`` rows of cells: taller in presenter mode, so its
+    colour bar has room for its ticks and its title."""
+    return round((110 + 46 * rows) * theme.font_px(theme.FONT_SIZE) / theme.FONT_SIZE)
+
+
 def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, curves: dict | None = None,
                       own: str = "silu", span: float = 5.0) -> go.Figure:
     """ReLU, GELU and SiLU over [-span, span] (``curves``: name -> function, the model's own
     forms; ``own``: the model's gate, drawn thicker), with the layer's real gate values as a histogram."""
     x = torch.linspace(-span, span, 401)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    inside = gate_values[(gate_values >= -span) & (gate_values <= span)]
-    fig.add_trace(go.Histogram(
-        x=inside.tolist(), xbins=dict(start=-span, end=span, size=0.2), marker_color="#d1d5db",
-        name=tr("act.hist", layer=layer), histnorm="percent", opacity=0.8,
-        hovertemplate="%{x}: %{y:.1f}%<extra></extra>"), secondary_y=True)
+    # The histogram is counted here, not in the browser: tens of thousands of raw gate values
+    # would be most of the page's bytes. Bins 0.2 wide, as a percent of the values inside the span.
+    inside = gate_values.detach().float().flatten()
+    inside = inside[(inside >= -span) & (inside <= span)]
+    bins = round(2 * span / HIST_BIN)
+    counts = torch.histc(inside, bins=bins, min=-span, max=span)
+    centres = -span + HIST_BIN * (torch.arange(bins) + 0.5)
+    fig.add_trace(go.Bar(
+        x=centres.numpy(), y=(100 * counts / max(1, inside.numel())).numpy(), width=HIST_BIN * 0.95,
+        marker_color="#d1d5db", name=_legend(tr("act.hist", layer=layer)), opacity=0.8,
+        hovertemplate="%{x:.1f}: %{y:.1f}%<extra></extra>"), secondary_y=True)
     styles = {"relu": (VERMILION, "dash"), "gelu": (BLUE, "dot"), "silu": (GREEN, "solid")}
     for name, fn in (curves or N.ACTIVATIONS).items():
         color, dash = styles[name]
-        fig.add_trace(go.Scatter(x=x.tolist(), y=fn(x).tolist(), name=tr(f"act.{name}"), mode="lines",
+        fig.add_trace(go.Scatter(x=x.numpy(), y=fn(x).numpy(), name=_legend(tr(f"act.{name}")), mode="lines",
                                  line=dict(color=color, dash=dash, width=5 if name == own else 3),
                                  hovertemplate="x=%{x:.2f}, y=%{y:.2f}<extra>" + html_escape(tr(f"act.{name}")) + "</extra>"),
                       secondary_y=False)
@@ -78,7 +110,9 @@ def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, curves: dict
     fig.update_yaxes(title=tr("act.y"), range=[-1.5, span], secondary_y=False, zeroline=True, zerolinecolor=GREY)
     fig.update_yaxes(title=tr("act.y2"), secondary_y=True, showgrid=False, rangemode="tozero", tickmode="auto",
                      ticksuffix="%")
-    fig.update_layout(title=tr("act.title"), legend=dict(orientation="h", y=-0.22), bargap=0.05)
+    # the legend below the x-axis title, which presenter mode's larger ticks and title push lower
+    fig.update_layout(title=tr("act.title"), legend=dict(orientation="h", y=-0.38 if _presenting() else -0.22),
+                      bargap=0.05)
     return fig
 
 
@@ -92,13 +126,13 @@ def swiglu_figure(tr: T, gate: torch.Tensor, up: torch.Tensor, token: str, act=N
     grid = torch.linspace(-span, span, 121)
     g, u = torch.meshgrid(grid, grid, indexing="xy")       # x: gate, y: up
     z = act(g) * u
-    fig = go.Figure(go.Heatmap(
-        x=grid.tolist(), y=grid.tolist(), z=z.tolist(), colorscale=theme.DIVERGING, zmid=0,
+    fig = go.Figure(go.Heatmap(       # numpy arrays: sent as binary, a quarter of the bytes of JSON numbers
+        x=grid.numpy(), y=grid.numpy(), z=z.numpy(), colorscale=theme.DIVERGING, zmid=0,
         colorbar=dict(title=dict(text=tr("swiglu.z", **names), side="right")),
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     keep = (gate.abs() <= span) & (up.abs() <= span)
     fig.add_trace(go.Scatter(
-        x=gate[keep].tolist(), y=up[keep].tolist(), mode="markers", name=tr("swiglu.points", n=f"{int(keep.sum()):,}", token=token),
+        x=gate[keep].detach().float().numpy(), y=up[keep].detach().float().numpy(), mode="markers", name=tr("swiglu.points", n=f"{int(keep.sum()):,}", token=token),
         marker=dict(size=4, color="#111827", opacity=0.45), showlegend=True,
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     fig.update_xaxes(title=tr("swiglu.x"), range=[-span, span], constrain="domain")
@@ -172,7 +206,8 @@ def vocab_figure(tr: T, promoted: Sequence[tuple[str, float]], suppressed: Seque
                              marker_color=color, hovertemplate="%{y}: %{x:+.3f}<extra></extra>"), row=1, col=col)
         fig.update_yaxes(autorange="reversed", type="category", row=1, col=col)
         fig.update_xaxes(title=tr("vocab.x"), row=1, col=col)
-    fig.update_layout(showlegend=False)
+    # room above the subplot titles (no figure title: the default 20 px cut them in presenter mode)
+    fig.update_layout(showlegend=False, margin=dict(l=10, r=10, b=10, t=round(theme.font_px(theme.FONT_SIZE) * 1.5)))
     return fig
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -18,7 +19,8 @@ import torch
 import lesson_model
 from ui.i18n import t
 
-RUN_CACHE_MB = int(os.environ.get("DECODER_LAB_RUN_CACHE_MB", "1024"))
+RUN_CACHE_MB = int(os.environ.get("DECODER_LAB_RUN_CACHE_MB", "512"))
+FORWARDS = int(os.environ.get("DECODER_LAB_FORWARDS", "1"))      # forward passes at once (bench/bench_class.py)
 THREADS_ENV = "DECODER_LAB_THREADS"   # torch intra-op threads of the app process (bench/bench_app.py)
 
 
@@ -27,12 +29,70 @@ DEFAULT_MODEL = lesson_model.DEFAULT_MODEL
 _CHOSEN = "_model"                              # this session's model key (ui.shell sets it)
 
 
-@st.cache_resource(show_spinner=False)
-def _shared_model(key: str):
-    """One copy of each bundled model per process, loaded the first time any session asks for it."""
-    if os.environ.get(THREADS_ENV):
-        torch.set_num_threads(int(os.environ[THREADS_ENV]))
-    return lesson_model.load_model(key)
+@dataclass
+class ModelLoad:
+    """One bundled model's load in this process: how far it has got, then the model or the error."""
+
+    key: str
+    stage: str = "waiting"          # lesson_model.load_model's stages: preparing, converting, writing, loading
+    fraction: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+    model: object = None
+    error: BaseException | None = None
+    done: threading.Event = field(default_factory=threading.Event)
+
+    def report(self, stage: str, fraction: float) -> None:
+        self.stage, self.fraction = stage, fraction
+
+
+class ModelShelf:
+    """Each bundled model loaded at most once per process and shared by every session. A load
+    runs in its own thread, so every session that needs the model meanwhile can show how far it
+    has got (a cold first start converts the packaged weights: up to a minute); a failed load
+    (a missing package) is tried again by the next session that asks."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._loads: dict[str, ModelLoad] = {}
+
+    def load(self, key: str) -> ModelLoad:
+        """The load of ``key``, started now unless it is running or done."""
+        with self._lock:
+            load = self._loads.get(key)
+            if load is None or load.error is not None:
+                load = self._loads[key] = ModelLoad(key)
+                threading.Thread(target=self._run, args=(load,), daemon=True).start()
+            return load
+
+    def _run(self, load: ModelLoad) -> None:
+        try:
+            if os.environ.get(THREADS_ENV):
+                torch.set_num_threads(int(os.environ[THREADS_ENV]))
+            load.model = lesson_model.load_model(load.key, progress=load.report)
+        except BaseException as exc:   # noqa: BLE001 - handed to every session that waits
+            load.error = exc
+        finally:
+            load.done.set()
+
+    def loaded(self, key: str):
+        """The model if it is loaded, else None (starts nothing)."""
+        load = self._loads.get(key)
+        return load.model if load is not None and load.done.is_set() else None
+
+    def __call__(self, key: str):
+        """The model, waiting for its load (raises what the load raised)."""
+        load = self.load(key)
+        load.done.wait()
+        if load.error is not None:
+            raise load.error
+        return load.model
+
+    def clear(self) -> None:
+        with self._lock:
+            self._loads.clear()
+
+
+_shared_model = ModelShelf()
 
 
 # The short tag of each model in lesson text: a catalog sub-tree "<page>.<tag>.<key>" and a prose
@@ -60,16 +120,40 @@ def set_model_key(key: str) -> None:
 
 
 def get_model(key: str | None = None):
-    """The shared model this session chose (or ``key``). Shows a spinner while the first load
-    converts the weights, and a clear message (then stops the page) when its package is missing."""
+    """The shared model this session chose (or ``key``). While its first load runs, a progress
+    bar says what it is doing and for how long (every session waiting sees the same load); a
+    missing package gets a clear message with its install command, then the page stops."""
     key = key or model_key()
-    try:
-        with st.spinner(t("model.loading", name=lesson_model.BUNDLED[key].name), show_time=True):
-            return _shared_model(key)
-    except lesson_model.ModelNotInstalledError as exc:
-        st.error(t("model.missing", name=exc.model.name), icon=":material/error:")
-        st.code(str(exc), language="text")
+    load = _shared_model.load(key)
+    if not load.done.is_set():
+        bar = st.progress(0.0, text=_load_text(load))
+        while not load.done.wait(0.25):
+            bar.progress(min(1.0, _load_fraction(load)), text=_load_text(load))
+        bar.empty()
+    if isinstance(load.error, lesson_model.ModelNotInstalledError):
+        st.error(t("model.missing", name=load.error.model.name), icon=":material/error:")
+        st.code(str(load.error), language="text")
         st.stop()
+    if load.error is not None:
+        raise load.error
+    return load.model
+
+
+# How much of a cold load each stage is (measured on Gemma: joining its parts, dequantizing,
+# writing the cache, reading it back): the bar moves at about the pace of the work.
+_STAGE_SPAN = {"waiting": (0.0, 0.0), "preparing": (0.0, 0.15), "converting": (0.15, 0.8),
+               "writing": (0.8, 0.95), "loading": (0.95, 1.0)}
+
+
+def _load_fraction(load: ModelLoad) -> float:
+    start, end = _STAGE_SPAN.get(load.stage, (0.0, 1.0))
+    return start + (end - start) * load.fraction
+
+
+def _load_text(load: ModelLoad) -> str:
+    stage = load.stage if load.stage in _STAGE_SPAN else "waiting"
+    return t(f"model.stage.{stage}", name=lesson_model.BUNDLED[load.key].name,
+             seconds=round(time.monotonic() - load.started))
 
 
 @dataclass(frozen=True)
@@ -88,15 +172,17 @@ class CachedRun:
 
 
 class RunCache:
-    """LRU of CachedRun bounded by bytes. One forward pass at a time (the CPU is the
-    bottleneck; two at once only fight over the cores), lookups never wait for it."""
+    """LRU of CachedRun bounded by bytes. At most ``forwards`` forward passes at a time (the CPU
+    is the bottleneck: more at once only fight over the cores), one per key (a second session
+    asking for the same run waits for the first's), and lookups never wait for them."""
 
-    def __init__(self, budget_bytes: int):
+    def __init__(self, budget_bytes: int, forwards: int = 1):
         self.budget = budget_bytes
         self._items: OrderedDict[Hashable, CachedRun] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
-        self._compute = threading.Lock()
+        self._slots = threading.Semaphore(max(1, forwards))
+        self._running: dict[Hashable, threading.Event] = {}
 
     def _get(self, key: Hashable) -> CachedRun | None:
         with self._lock:
@@ -119,12 +205,28 @@ class RunCache:
         hit = self._get(key)
         if hit is not None:
             return hit
-        with self._compute:
-            hit = self._get(key)      # another session may have just computed it
-            if hit is None:
-                hit = compute()
-                self._put(key, hit)
-        return hit
+        with self._lock:
+            running = self._running.get(key)
+            if running is None:
+                running = self._running[key] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            running.wait()
+            hit = self._get(key)      # None if it failed, or was too big to keep: run it here
+            if hit is not None:
+                return hit
+        try:
+            with self._slots:
+                value = compute()
+            self._put(key, value)
+            return value
+        finally:
+            if mine:
+                with self._lock:
+                    self._running.pop(key, None)
+                running.set()
 
     @property
     def nbytes(self) -> int:
@@ -136,7 +238,7 @@ class RunCache:
 
 @st.cache_resource(show_spinner=False)
 def run_cache() -> RunCache:
-    return RunCache(RUN_CACHE_MB * 2**20)
+    return RunCache(RUN_CACHE_MB * 2**20, forwards=FORWARDS)
 
 
 def cached_run(lm, ids: Iterable[int], names: Iterable[str] = (), *, all_logits: bool = False,
@@ -155,10 +257,8 @@ def cached_run(lm, ids: Iterable[int], names: Iterable[str] = (), *, all_logits:
 
     def compute() -> CachedRun:
         x = torch.tensor([ids], dtype=torch.long)
-        # Only the last position's logits are kept unless all are asked for: skip unembedding the others
-        # (unless a page reads the final norm, whose hooks would then hold the last position only).
-        last_only = not all_logits and not any(n.startswith("ln_final.") for n in names)
-        run = lm.run(x, names=list(names), hooks=hooks, last_only=last_only)
+        # Only the last position's logits are kept unless all are asked for: skip unembedding the others.
+        run = lm.run(x, names=list(names), hooks=hooks, last_only=not all_logits)
         return CachedRun(
             ids=ids,
             last_logits=run.logits[0, -1].detach().clone(),

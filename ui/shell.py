@@ -6,7 +6,7 @@ import re
 
 import streamlit as st
 
-from ui import i18n, nav, presenter, state
+from ui import i18n, nav, presenter, state, warmup
 from ui.i18n import t
 from ui import model as models
 from ui.model import get_model
@@ -64,9 +64,15 @@ def page_style() -> None:
         st.html(_LANG_SCRIPT.format(lang=HTML_LANG[lang]), unsafe_allow_javascript=True)
 
 
+def default_model(lang: str) -> str:
+    """The model a visitor starts on: Gemma for Chinese (it reads Chinese, SmolLM2 does not)."""
+    return "gemma-3-270m" if lang in ("zh-Hant", "zh-Hans") else models.DEFAULT_MODEL
+
+
 def start() -> list[str]:
     """Set up the run: URL record, language, prompt. Returns notes about the URL to show."""
     state.begin_run()
+    warmup.start()                 # once per process: a server started without ui.serve warms up now
     notes = []
     if "_lang" not in st.session_state:
         raw = state.url_raw("lang")
@@ -82,8 +88,7 @@ def start() -> list[str]:
         # after that it changes only when they change it. A link's ?model= fixes it for everyone.
         raw = state.url_raw("model")
         asked = raw.strip().lower() if raw is not None else None      # ?model=Gemma-3-270M is fine too
-        default = "gemma-3-270m" if i18n.current_lang() in ("zh-Hant", "zh-Hans") else models.DEFAULT_MODEL
-        models.set_model_key(asked if asked in models.MODELS else default)
+        models.set_model_key(asked if asked in models.MODELS else default_model(i18n.current_lang()))
         if raw is not None and asked not in models.MODELS:
             notes.append(t("shell.bad_model", param=code_span(f"model={shorten(raw, 40)}"),
                            name=models.model_name(models.model_key())))
@@ -186,6 +191,10 @@ def model(url_path: str | None = None):
     for key, value in (("lang", i18n.current_lang()), ("model", models.model_key())):
         if st.query_params.get(key) != value:
             st.query_params[key] = value
+    ready = warmup.progress()
+    if ready is not None:          # the teacher can see when the server is ready for a class
+        with st.sidebar:
+            st.caption(t("model.warmup", done=ready[0], total=ready[1]))
     if url_path in nav.NO_MODEL:
         return None
     lm = get_model()

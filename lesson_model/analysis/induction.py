@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import torch
 
 from .heads import induction_targets, run_ids
+from .lens import chunk_rows
 
 
 def random_repeated_tokens(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0) -> torch.Tensor:
@@ -85,11 +86,20 @@ class InductionExperiment:
         return float(self.loss_second.mean())
 
 
+def sequences_per_pass(lm, seq_len: int) -> int:
+    """Sequences of 2*seq_len tokens run together, so that a pass's logits stay about
+    lens.CHUNK_FLOATS floats (all of them at every position: Gemma's 262,144-entry vocabulary
+    made five sequences of 100 tokens 0.5 GB of logits, and as much again for the loss)."""
+    return max(1, chunk_rows(lm) // (2 * seq_len))
+
+
 def induction_experiment(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
-                         n_examples: int = 3, batch: int = 5) -> InductionExperiment:
+                         n_examples: int = 3, batch: int | None = None) -> InductionExperiment:
     """Run repeated random sequences once and keep: the induction score of every head,
-    the per-token loss on each copy, and sequence 0's pattern for the n_examples best heads."""
+    the per-token loss on each copy, and sequence 0's pattern for the n_examples best heads.
+    ``batch``: sequences per forward pass (default: sequences_per_pass)."""
     cfg = lm.cfg
+    batch = batch or sequences_per_pass(lm, seq_len)
     tokens = random_repeated_tokens(lm, seq_len, n_seqs, seed)         # [n_seqs, 2L]
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(cfg.n_layers)]
     score_sum = torch.zeros(cfg.n_layers, cfg.n_heads)
@@ -155,10 +165,11 @@ def zero_heads_hooks(heads) -> dict:
     return {f"blocks.{layer}.attn.hook_z": make(sorted(set(hs))) for layer, hs in by_layer.items()}
 
 
-def second_copy_loss(lm, tokens: torch.Tensor, heads=(), batch: int = 5) -> float:
+def second_copy_loss(lm, tokens: torch.Tensor, heads=(), batch: int | None = None) -> float:
     """Mean loss (nats) predicting the second copy's tokens 1..L-1 of each sequence in
     ``tokens`` [n_seqs, 2L], with the given heads zeroed (none: the intact model)."""
     seq_len = tokens.shape[1] // 2
+    batch = batch or sequences_per_pass(lm, seq_len)
     hooks = zero_heads_hooks(heads)
     total, count = 0.0, 0
     for part in _chunks(tokens.shape[0], batch):

@@ -44,16 +44,19 @@ def free_port() -> int:
 
 
 @contextmanager
-def streamlit_server(env: dict | None = None, timeout: float = 120, procs: list | None = None):
-    """Run app.py on a free loopback port; yields the base URL (the server's Popen is appended
-    to ``procs`` when given, e.g. to read its memory)."""
+def streamlit_server(env: dict | None = None, timeout: float = 120, procs: list | None = None,
+                     log_path: str | os.PathLike | None = None):
+    """Run the app (python -m ui.serve, as ./lab app does) on a free loopback port; yields the
+    base URL (the server's Popen is appended to ``procs`` when given, e.g. to read its memory;
+    its output goes to ``log_path`` when given). Its start-up warm-up is off unless ``env`` or
+    the environment turns it on (DECODER_LAB_WARMUP=1): tests and screenshots want the CPU."""
     port = free_port()
-    log = open(os.devnull, "w")
+    log = open(log_path or os.devnull, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.address", "127.0.0.1",
+        [sys.executable, "-m", "ui.serve", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={"DECODER_LAB_WARMUP": "0", **os.environ, **(env or {})},
     )
     base = f"http://127.0.0.1:{port}"
     if procs is not None:

@@ -1,7 +1,8 @@
 """A Streamlit session driven over its websocket, as the browser drives it (no browser).
 
-Used by tests/test_server_load.py (a class opening pages at once) and bench/bench_class.py
-(latency of a class). Streamlit is pinned (requirements.txt) and this speaks its 1.67
+Used by the server's own warm-up (ui/warmup.py: it opens every lesson once at start-up),
+tests/test_server_load.py (a class opening pages at once) and bench/bench_class.py (latency of
+a class). Streamlit is pinned (requirements.txt) and this speaks its 1.67
 protocol: a BackMsg.rerun_script with the page's url_path as page_name (and widget states
 for a changed widget), then ForwardMsgs until script_finished.
 
@@ -30,6 +31,7 @@ class Result:
     problems: list[str] = field(default_factory=list)    # page not found, compile error, time out
     payload_bytes: int = 0                               # bytes of every ForwardMsg of the run
     markdown: list[str] = field(default_factory=list)    # the body of every markdown element
+    progress: list[tuple[int, str]] = field(default_factory=list)   # (percent, text) of every progress bar update
 
     @property
     def ok(self) -> bool:
@@ -51,7 +53,7 @@ class Client:
     """One browser tab's session on a running server (``base`` like http://127.0.0.1:8501)."""
 
     def __init__(self, base: str, timeout: float = 300.0):
-        import websocket   # websocket-client, pinned in requirements-dev.txt
+        import websocket   # websocket-client, pinned in requirements.txt
 
         self.timeout = timeout
         url = base.replace("http://", "ws://", 1) + "/_stcore/stream"
@@ -105,6 +107,8 @@ class Client:
                         result.exceptions.append(f"{element.exception.type}: {element.exception.message}".strip())
                     elif what == "markdown":
                         result.markdown.append(element.markdown.body)
+                    elif what == "progress":
+                        result.progress.append((element.progress.value, element.progress.text))
                     elif what is not None:
                         widget_id = getattr(getattr(element, what), "id", "")
                         if isinstance(widget_id, str) and widget_id.startswith("$$ID-"):

@@ -1,0 +1,89 @@
+"""The server's start-up warm-up (ui/warmup.py) and what a student sees while a cold server
+loads its model (ui/model.py's progress bar), on real servers over the websocket."""
+
+from __future__ import annotations
+
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.browser import harness
+from ui import i18n, nav, warmup
+from ui import model as models
+from ui.protocol import Client
+from ui.shell import default_model
+
+
+def test_views_cover_every_lesson_model_and_language_default_models_first(monkeypatch):
+    monkeypatch.delenv(warmup.PAGES_ENV, raising=False)
+    views = warmup.views()
+    with_model = [p for p in nav.PAGES if p not in nav.NO_MODEL]
+    assert len(views) == len(set(views)) == len(with_model) * len(models.MODELS) * 3 + len(nav.NO_MODEL) * 3
+    assert {(p, lang, m) for p in with_model for lang in warmup.LANGS for m in models.MODELS} <= set(views)
+    first = views[:3 * len(with_model)]                      # each language on the model it starts on
+    assert {(lang, m) for _, lang, m in first} == {(lang, default_model(lang)) for lang in warmup.LANGS}
+    monkeypatch.setenv(warmup.PAGES_ENV, "home, train")
+    assert {p for p, _, _ in warmup.views()} == {"home", "train"}
+
+
+def test_load_progress_moves_forward_through_the_stages():
+    load = models.ModelLoad("gemma-3-270m")
+    seen = []
+    for stage, fraction in [("preparing", 0.0), ("converting", 0.0), ("converting", 0.5), ("converting", 0.9),
+                            ("writing", 0.0), ("loading", 0.0)]:
+        load.report(stage, fraction)
+        seen.append(models._load_fraction(load))
+    assert seen == sorted(seen) and 0 <= seen[0] < seen[-1] < 1
+
+
+@pytest.mark.slow
+def test_server_warms_itself_up_and_logs_it():
+    log = Path(tempfile.mkdtemp(prefix="warmup-test-")) / "server.log"
+    env = {warmup.ENV: "1", warmup.PAGES_ENV: "home,train"}
+    with harness.streamlit_server(env=env, log_path=log, timeout=300) as base:
+        deadline = time.monotonic() + 600
+        while warmup.DONE_LINE not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
+            time.sleep(0.5)
+        line = next(x for x in log.read_text().splitlines() if x.startswith(warmup.DONE_LINE))
+        # home in 3 languages x 2 models, and the training lab (no model) in 3 languages
+        assert line.endswith(": 9 views, 0 errors"), line
+        with Client(base, timeout=120) as client:         # both models are loaded: no progress bar
+            result = client.open("home", {"lang": "zh-Hant"})
+        assert result.ok and result.progress == []
+
+
+@pytest.mark.slow
+def test_students_on_a_cold_server_see_the_model_load_progress():
+    """A fresh cache: the first start converts SmolLM2's packaged weights (tens of seconds).
+    Two students who arrive then both see a progress bar that moves and says what is done,
+    then their page."""
+    cache = tempfile.mkdtemp(prefix="cold-cache-")
+    env = {warmup.ENV: "0", "DECODER_LAB_CACHE": cache}
+    catalog = i18n.catalog("en")
+    with harness.streamlit_server(env=env, timeout=300) as base:
+        results = {}
+
+        def student(i):
+            with Client(base, timeout=600) as client:
+                results[i] = client.open("home", {"lang": "en", "model": "smollm2-135m"})
+
+        threads = [threading.Thread(target=student, args=(i,)) for i in range(2)]
+        for thread in threads:
+            thread.start()
+            time.sleep(1)
+        for thread in threads:
+            thread.join(timeout=900)
+        converting = catalog["model.stage.converting"].split("{name}")[0]
+        for i in range(2):
+            result = results[i]
+            assert result.ok, (result.status, result.exceptions, result.problems)
+            values = [v for v, _ in result.progress]
+            assert len(values) >= 3 and values == sorted(values), values     # it moves, forwards
+            assert any(converting in text for _, text in result.progress), result.progress
+            assert any(text.endswith("s)…") for _, text in result.progress)   # the time so far
+    folders = [p.name for p in Path(cache).iterdir()]
+    assert len([f for f in folders if f.startswith("smollm2")]) == 1, folders   # one conversion for both
