@@ -64,6 +64,7 @@ def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: 
 
 HIST_BIN = 0.2
 LEGEND_WIDTH = 28     # characters per legend line in presenter mode (a half column at 20 px)
+LAPTOP_LEGEND_WIDTH = 30   # ... and on a laptop (a half column at 1024 px; Chinese entries were cut)
 
 
 def _presenting() -> bool:
@@ -71,9 +72,9 @@ def _presenting() -> bool:
 
 
 def _legend(text: str) -> str:
-    """A legend entry, broken into lines in presenter mode (plotly never wraps one, and at 20 px
-    a long one ran past a half column's right edge)."""
-    return theme.wrap_title(text, LEGEND_WIDTH) if _presenting() else text
+    """A legend entry broken into lines (plotly never wraps one, and a long one ran past a half
+    column's right edge: at 20 px in presenter mode, and in Chinese at 1024 px)."""
+    return theme.wrap_title(text, LEGEND_WIDTH if _presenting() else LAPTOP_LEGEND_WIDTH)
 
 
 def strip_height(rows: int) -> int:
@@ -128,11 +129,11 @@ def swiglu_figure(tr: T, gate: torch.Tensor, up: torch.Tensor, token: str, act=N
     z = act(g) * u
     fig = go.Figure(go.Heatmap(       # numpy arrays: sent as binary, a quarter of the bytes of JSON numbers
         x=grid.numpy(), y=grid.numpy(), z=z.numpy(), colorscale=theme.DIVERGING, zmid=0,
-        colorbar=dict(title=dict(text=tr("swiglu.z", **names), side="right")),
+        colorbar=dict(thickness=12),     # what the colours are is the chart's title: no colour-bar title to squeeze the map
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     keep = (gate.abs() <= span) & (up.abs() <= span)
     fig.add_trace(go.Scatter(
-        x=gate[keep].detach().float().numpy(), y=up[keep].detach().float().numpy(), mode="markers", name=tr("swiglu.points", n=f"{int(keep.sum()):,}", token=token),
+        x=gate[keep].detach().float().numpy(), y=up[keep].detach().float().numpy(), mode="markers", name=_legend(tr("swiglu.points", n=f"{int(keep.sum()):,}", token=token)),
         marker=dict(size=4, color="#111827", opacity=0.45), showlegend=True,
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     fig.update_xaxes(title=tr("swiglu.x"), range=[-span, span], constrain="domain")
