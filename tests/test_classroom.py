@@ -154,11 +154,16 @@ def test_student_follows_prompt_page_and_controls(warm_app, fresh_store):
     assert on_page(student) == "generation" and student.session_state["_url.step"] == 2
 
 
-def test_a_student_cannot_change_the_class(warm_app, fresh_store):
+def class_on_tokens(warm_app, store):
+    """A teacher who started a class and went to the tokens page: (code, secret, view version)."""
     teacher = new_session(warm_app, "en")
     code, secret = start_class(teacher)
     teacher.switch_page(nav.page_file("tokens")).run()
-    version = fresh_store.view(code).version
+    return code, secret, store.view(code).version
+
+
+def test_a_student_cannot_change_the_class(warm_app, fresh_store):
+    code, secret, version = class_on_tokens(warm_app, fresh_store)
     student = new_session(warm_app, "en", **{"class": code})
     assert on_page(student) == "tokens"
     # The student's own changes stay theirs: the class's view does not move.
@@ -186,10 +191,7 @@ def test_a_run_on_another_page_is_brought_back_at_once(warm_app, fresh_store):
     the browser: a page switch that the fragment timer's rerun turned back into a run of the
     old page, or the student's own click), switches to the class's page in that same run,
     before the other page draws; the run's page is read from the run, not from bookkeeping."""
-    teacher = new_session(warm_app, "en")
-    code, _ = start_class(teacher)
-    teacher.switch_page(nav.page_file("tokens")).run()
-    version = fresh_store.view(code).version
+    code, _, version = class_on_tokens(warm_app, fresh_store)
     student = new_session(warm_app, "zh-Hans", **{"class": code})
     assert on_page(student) == "tokens"
     assert student.session_state["_class_join"]["seen"] == version

@@ -74,11 +74,6 @@ class ModelShelf:
         finally:
             load.done.set()
 
-    def loaded(self, key: str):
-        """The model if it is loaded, else None (starts nothing)."""
-        load = self._loads.get(key)
-        return load.model if load is not None and load.done.is_set() else None
-
     def __call__(self, key: str):
         """The model, waiting for its load (raises what the load raised)."""
         load = self.load(key)
