@@ -75,6 +75,27 @@ def test_residual_gradients_match_finite_differences(lm):
     assert lm.decoder.W_E.grad is None                        # nothing left on the shared model
 
 
+def test_residual_gradients_at_an_earlier_position_match_the_full_pass(lm):
+    """residual_gradients stops its pass at the chosen position (later tokens cannot change
+    that logit): its gradient lengths equal a full pass's over every position."""
+    from lesson_model.decoder import Hooks
+    text = "The cat sat on the mat. It was tired, so it slept"
+    position = 5
+    flow = NO.residual_gradients(lm, text, position=position)
+    names = NO.gradient_names(lm)
+    hooks = Hooks(names=names, fns={"hook_embed": lambda e: e.detach().requires_grad_(True)})
+    with torch.enable_grad():
+        logits = lm.decoder(lm.to_ids(text), hooks)                             # every position
+        token = int(logits[0, position].argmax())
+        grads = torch.autograd.grad(logits[0, position, token], [hooks.cache[n] for n in names])
+    full = dict(zip(names, grads))
+    assert flow.token == token and flow.position == position
+    assert torch.all(full["blocks.3.hook_resid_pre"][0, position + 1:] == 0)  # later positions get nothing
+    for layer in range(lm.cfg.n_layers):
+        assert float(flow.grad_norms[layer]) == pytest.approx(float(full[f"blocks.{layer}.hook_resid_pre"].norm()), rel=1e-4)
+    assert NO.residual_gradients(lm, text, position=position - len(lm.encode(text))).position == position
+
+
 def test_first_token_attention(lm):
     text = "The cat sat on the mat. It was tired"
     run = lm.run(text, names=NO.sink_names(lm))

@@ -197,13 +197,18 @@ def residual_gradients(lm, x, token: int | None = None, position: int = -1) -> G
     from lesson_model.decoder import Hooks
 
     ids = lm.to_ids(x)
+    n_pos = ids.shape[1]
+    position = position % n_pos
+    # Causal attention: the logit at ``position`` never sees a later token, so the gradient
+    # there is zero and the pass can stop at ``position`` and unembed that position alone.
+    ids = ids[:, :position + 1]                                                # [1, position + 1]
     names = gradient_names(lm)
     hooks = Hooks(names=names, fns={"hook_embed": lambda e: e.detach().requires_grad_(True)})
     with torch.enable_grad():
-        logits = lm.decoder(ids, hooks)                                        # [1, pos, vocab]
+        logits = lm.decoder(ids, hooks, last_only=True)[0, -1]                 # [vocab] at position
         if token is None:
-            token = int(logits[0, position].argmax())
-        grads = torch.autograd.grad(logits[0, position, token], [hooks.cache[n] for n in names])
+            token = int(logits.argmax())
+        grads = torch.autograd.grad(logits[token], [hooks.cache[n] for n in names])
     g = {n: gr[0].detach().float().cpu() for n, gr in zip(names, grads)}      # each [pos, d_model]
     L = lm.cfg.n_layers
     after = [g[f"blocks.{i + 1}.hook_resid_pre"] if i + 1 < L else g[f"blocks.{L - 1}.hook_resid_post"] for i in range(L)]
@@ -213,8 +218,7 @@ def residual_gradients(lm, x, token: int | None = None, position: int = -1) -> G
         pre, mid = g[f"blocks.{i}.hook_resid_pre"], g[f"blocks.{i}.hook_resid_mid"]
         ratio[i, 0] = (pre - mid).norm() / mid.norm().clamp_min(1e-12)         # attention branch vs skip
         ratio[i, 1] = (mid - after[i]).norm() / after[i].norm().clamp_min(1e-12)   # MLP branch vs skip
-    n_pos = ids.shape[1]
-    return GradientFlow(token=int(token), position=position % n_pos, grad_norms=norms, branch_ratio=ratio)
+    return GradientFlow(token=int(token), position=position, grad_norms=norms, branch_ratio=ratio)
 
 
 def sink_names(lm, layers=None) -> list[str]:
