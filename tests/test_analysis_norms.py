@@ -48,6 +48,18 @@ def test_residual_norms_and_massive_activations(lm):
     assert flagged == {tuple(ix) for ix in (norms >= 10 * medians[:, None]).nonzero().tolist()}
 
 
+def full_pass_gradients(lm, text, position, names):
+    """The reference: a pass over every position, the top logit at ``position`` backpropagated
+    to the hook points ``names``: (token, {name: gradient [1, pos, d_model]})."""
+    from lesson_model.decoder import Hooks
+    hooks = Hooks(names=names, fns={"hook_embed": lambda e: e.detach().requires_grad_(True)})
+    with torch.enable_grad():
+        logits = lm.decoder(lm.to_ids(text), hooks)                             # [1, pos, vocab]
+        token = int(logits[0, position].argmax())
+        grads = torch.autograd.grad(logits[0, position, token], [hooks.cache[n] for n in names])
+    return token, dict(zip(names, grads))
+
+
 def test_residual_gradients_match_finite_differences(lm):
     """Nudge the residual stream entering block 20 along a direction; the logit moves by
     gradient . direction (to first order)."""
@@ -60,11 +72,7 @@ def test_residual_gradients_match_finite_differences(lm):
     assert flow.branch_ratio.shape == (lm.cfg.n_layers, 2)
 
     # the gradient itself, at block 20's input, recomputed for the check
-    from lesson_model.decoder import Hooks
-    hooks = Hooks(names=["blocks.20.hook_resid_pre"], fns={"hook_embed": lambda e: e.detach().requires_grad_(True)})
-    with torch.enable_grad():
-        logits = lm.decoder(lm.to_ids(text), hooks)
-        (grad,) = torch.autograd.grad(logits[0, -1, token], [hooks.cache["blocks.20.hook_resid_pre"]])
+    grad = full_pass_gradients(lm, text, -1, ["blocks.20.hook_resid_pre"])[1]["blocks.20.hook_resid_pre"]
     assert float(grad.norm()) == pytest.approx(float(flow.grad_norms[20]), rel=1e-4)
     direction = torch.zeros_like(grad)
     direction[0, -2] = grad[0, -2] / grad[0, -2].norm()       # an earlier position: the effect goes through attention
@@ -78,17 +86,10 @@ def test_residual_gradients_match_finite_differences(lm):
 def test_residual_gradients_at_an_earlier_position_match_the_full_pass(lm):
     """residual_gradients stops its pass at the chosen position (later tokens cannot change
     that logit): its gradient lengths equal a full pass's over every position."""
-    from lesson_model.decoder import Hooks
     text = "The cat sat on the mat. It was tired, so it slept"
     position = 5
     flow = NO.residual_gradients(lm, text, position=position)
-    names = NO.gradient_names(lm)
-    hooks = Hooks(names=names, fns={"hook_embed": lambda e: e.detach().requires_grad_(True)})
-    with torch.enable_grad():
-        logits = lm.decoder(lm.to_ids(text), hooks)                             # every position
-        token = int(logits[0, position].argmax())
-        grads = torch.autograd.grad(logits[0, position, token], [hooks.cache[n] for n in names])
-    full = dict(zip(names, grads))
+    token, full = full_pass_gradients(lm, text, position, NO.gradient_names(lm))
     assert flow.token == token and flow.position == position
     assert torch.all(full["blocks.3.hook_resid_pre"][0, position + 1:] == 0)  # later positions get nothing
     for layer in range(lm.cfg.n_layers):

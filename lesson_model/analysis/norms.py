@@ -199,8 +199,8 @@ def residual_gradients(lm, x, token: int | None = None, position: int = -1) -> G
     ids = lm.to_ids(x)
     n_pos = ids.shape[1]
     position = position % n_pos
-    # Causal attention: the logit at ``position`` never sees a later token, so the gradient
-    # there is zero and the pass can stop at ``position`` and unembed that position alone.
+    # Causal attention: the logit at ``position`` never sees a later token, so the gradient at
+    # later positions is zero; the pass stops at ``position`` and unembeds that position alone.
     ids = ids[:, :position + 1]                                                # [1, position + 1]
     names = gradient_names(lm)
     hooks = Hooks(names=names, fns={"hook_embed": lambda e: e.detach().requires_grad_(True)})
@@ -209,7 +209,7 @@ def residual_gradients(lm, x, token: int | None = None, position: int = -1) -> G
         if token is None:
             token = int(logits.argmax())
         grads = torch.autograd.grad(logits[token], [hooks.cache[n] for n in names])
-    g = {n: gr[0].detach().float().cpu() for n, gr in zip(names, grads)}      # each [pos, d_model]
+    g = {n: gr[0].detach().float().cpu() for n, gr in zip(names, grads)}      # each [position + 1, d_model]
     L = lm.cfg.n_layers
     after = [g[f"blocks.{i + 1}.hook_resid_pre"] if i + 1 < L else g[f"blocks.{L - 1}.hook_resid_post"] for i in range(L)]
     norms = torch.stack([g[f"blocks.{i}.hook_resid_pre"].norm() for i in range(L)] + [after[-1].norm()])
