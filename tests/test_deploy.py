@@ -37,24 +37,16 @@ CODE = re.compile(r"`([A-Z2-9]{6})`")
 
 class StickyClient(Client):
     """A protocol client that carries nginx's route cookie (so it lands on a chosen process)
-    and can press a button."""
+    and notes the page titles it sees."""
 
     def __init__(self, base: str, cookie: str, timeout: float = RUN_TIMEOUT):
-        import websocket
-        self.timeout = timeout
-        self.widget_ids = {}
-        url = base.replace("http://", "ws://", 1) + "/_stcore/stream"
-        self.ws = _Sniffer(websocket.create_connection(url, subprotocols=["streamlit"], timeout=timeout,
-                                                       suppress_origin=True, cookie=f"{COOKIE}={cookie}"))
+        super().__init__(base, timeout=timeout, cookie=f"{COOKIE}={cookie}")
+        self.ws = _Sniffer(self.ws)
 
     @property
     def titles(self) -> list[str]:
         """The h1 headings (page titles) of every run so far, oldest first."""
         return self.ws.titles
-
-    def click(self, key: str, page: str, query: dict):
-        from streamlit.proto.WidgetStates_pb2 import WidgetState
-        return self._rerun(page, query, widgets=(WidgetState(id=self.widget_ids[key], trigger_value=True),))
 
 
 class _Sniffer:

@@ -52,13 +52,15 @@ def _elements(forward_msg):
 class Client:
     """One browser tab's session on a running server (``base`` like http://127.0.0.1:8501)."""
 
-    def __init__(self, base: str, timeout: float = 300.0):
+    def __init__(self, base: str, timeout: float = 300.0, cookie: str | None = None):
+        """``cookie``: a Cookie header's value to send with the websocket handshake (a load
+        balancer's sticky-route cookie, say)."""
         import websocket   # websocket-client, pinned in requirements.txt
 
         self.timeout = timeout
         url = base.replace("http://", "ws://", 1) + "/_stcore/stream"
         self.ws = websocket.create_connection(url, subprotocols=["streamlit"], timeout=timeout,
-                                              suppress_origin=True)
+                                              suppress_origin=True, cookie=cookie)
         self.widget_ids: dict[str, str] = {}   # widget key -> element id, from the runs seen so far
 
     def __enter__(self) -> Client:
@@ -79,6 +81,13 @@ class Client:
         from streamlit.proto.WidgetStates_pb2 import WidgetState
 
         widget = WidgetState(id=self.widget_ids[key], string_value=value)
+        return self._rerun(page, query or {}, widgets=(widget,))
+
+    def click(self, key: str, page: str, query: dict | None = None) -> Result:
+        """Press the button with ``key`` (seen in an earlier run) and rerun."""
+        from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+        widget = WidgetState(id=self.widget_ids[key], trigger_value=True)
         return self._rerun(page, query or {}, widgets=(widget,))
 
     def _rerun(self, page: str, query: dict, widgets) -> Result:
