@@ -81,7 +81,7 @@ token_plot = plot_label(texts[pos])
 left, right = st.columns(2, gap="medium")
 with left:
     theme.plot(F.activation_figure(page.t, gate.flatten(), layer, N.curves(lm), N.own_curve(lm)),
-               key="activation_chart", height=470)
+               key="activation_chart", height=theme.presenter_height(520))
 with right:
     theme.plot(F.swiglu_figure(page.t, gate[pos], up[pos], token_plot, N.gate_fn(lm), ACT), key="swiglu_chart",
                height=470)
@@ -141,8 +141,9 @@ with figure_area:
                                    cfg.activation),
                key="neuron_bars", height=120 + 30 * len(top))
 strip_title = html_escape(page.t("strip.title", n=neuron, layer=layer))
-per_row = 10
-theme.plot(F.token_strip_figure(page.t, [plot_label(text, 12) for text in texts], acts.tolist(), strip_title, per_row),
+strip_labels = [plot_label(text, 12) for text in texts]
+per_row = F.strip_per_row(strip_labels)
+theme.plot(F.token_strip_figure(page.t, strip_labels, acts.tolist(), strip_title, per_row),
            key="neuron_strip", height=F.strip_height(-(-n_pos // per_row)), title_width=WIDE)
 st.markdown(page.t("vocab.caption", n=neuron, token=token_md, v=f"{float(post[pos, neuron]):+.2f}"))
 promoted = list(zip(axis_labels([lm.token_text(i) for i, _ in effect.promoted]), [v for _, v in effect.promoted]))
@@ -164,7 +165,7 @@ rows = [
     (page.t("params.row.model", name=html_escape(lm.name)), mine.parts),
     (page.t("params.row.model", name=page.t("params.gpt3")), gpt3.parts),
 ]
-theme.plot(F.params_figure(page.t, rows, big_number), key="params_chart", height=420, title_width=WIDE)
+theme.plot(F.params_figure(page.t, rows, big_number), key="params_chart", height=theme.presenter_height(420), title_width=WIDE)
 
 # --- 5. mixture of experts -----------------------------------------------------------------
 st.subheader(page.t("moe_title"), anchor=False)

@@ -219,7 +219,7 @@ with controls:
                               format_func=lambda p: shapes[p].name)
     variant = state.url_choice("kv", page.t("variant_label"), VARIANTS, "actual", widget="radio",
                                format_func=lambda v: page.t(f"variant.{v}"), help=page.t("variant_help"))
-    dtype = state.url_choice("dtype", page.t("dtype_label"), DTYPES, "fp16", widget="segmented",
+    dtype = state.url_choice("dtype", page.t("dtype_label"), DTYPES, "fp16", widget="radio",
                              help=page.t("dtype_help"))
     context = state.url_int("ctx", page.t("ctx_label"), 1, CTX_MAX, 4096, widget="number", help=page.t("ctx_help"))
 chosen = K.variants(shapes[preset])[variant]
@@ -247,7 +247,8 @@ with figure_area:
         series.append((page.t("fig.window_aware", name=win_shape.name),
                        [K.kv_bytes_windowed(win_shape, c, dtype) / 2**30 for c in contexts], theme.OKABE_ITO[0], "dot"))
     theme.plot(F.kv_memory_figure(series, contexts, context, page.t), key="kv_chart",     # taller in presenter mode:
-               height=round(460 * theme.font_px(theme.FONT_SIZE) / theme.FONT_SIZE))       # 7 decades of 20 px ticks
+               height=theme.presenter_height(460),       # 7 decades of 20 px ticks
+               title_width=theme.THREE_QUARTERS_TITLE)
 if this.window:
     full, win = K.kv_bytes(win_shape, context, dtype), K.kv_bytes_windowed(win_shape, context, dtype)
     fmt = "{:.4g} {}".format
@@ -264,7 +265,8 @@ if this.window:
     theme.plot(F.kv_layers_figure(K.positions_needed_by_layer(cfg, context), context,
                                   [cfg.window(layer) is not None for layer in range(cfg.n_layers)], page.t,
                                   page.t("fig.layers_title", n=f"{context:,}")),
-               key="kv_layers_chart", height=380)
+               key="kv_layers_chart", height=theme.presenter_height(380),
+               title_width=theme.WIDE_TITLE)     # taller in presenter mode: room for the axis title above the legend
 positions, measured = measured_kv_bytes(lm, lm.name, tuple(tok.id for tok in tokens))
 st.caption(page.t("kv_measured_one" if positions == 1 else "kv_measured", n=positions, bytes=f"{measured:,}",
                   per=f"{K.kv_bytes_per_token(this, 'fp32'):,.0f}"))

@@ -144,7 +144,7 @@ def param_figure(counts: dict[str, int]) -> go.Figure:
             hovertemplate="%{hovertext}<extra>" + html_escape(name) + "</extra>",
         )
     fig.update_layout(barmode="stack", showlegend=True, title=page.t("card.chart_title", total=big_number(total)),
-                      legend=dict(orientation="h", yanchor="top", y=-0.55, xanchor="left", x=0,
+                      legend=dict(orientation="h", yanchor="top", y=theme.legend_below(-0.55), xanchor="left", x=0,
                                   traceorder="normal"),
                       margin=dict(l=10, r=10, t=60, b=10))
     fig.update_xaxes(title=page.t("card.axis"))
@@ -282,7 +282,7 @@ for row in (facts[:4], facts[4:]):     # two rows: seven metrics side by side cu
     for col, (fact, value) in zip(st.columns(4), row):
         col.metric(page.t(f"card.{fact}"), f"{value:,}", help=page.t(f"card.{fact}_help"))
 st.markdown(page.t("card.design_title") + "\n\n" + "\n".join(f"- {line}" for line in design_lines()))
-theme.plot(param_figure(counts), key="param_chart", height=250, title_width=70)
+theme.plot(param_figure(counts), key="param_chart", height=theme.presenter_height(250), title_width=70)
 st.markdown(quantization_text())
 if spec is not None:
     st.markdown(page.t("card.licence", licence=spec.licence))   # the registry's own line

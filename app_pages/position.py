@@ -77,7 +77,7 @@ with right:
     wave_dims = [0, 8, 32, 64]
     wave_names = [page.t("sin.wave", dim=d, period=f"{2 * math.pi * 10000 ** (d / SIN_D):,.0f}") for d in wave_dims]
     theme.plot(waves_figure(pe, wave_dims, wave_names, page.t("sin.waves_title"), page.t("sin.y"), page.t("sin.value")),
-               key="sin_waves", height=460)
+               key="sin_waves", height=theme.presenter_height(460))
 
 st.subheader(page.t("clock.title"), anchor=False)
 page.prose("clock")
@@ -124,7 +124,7 @@ series = [(base_name(b), b.thetas, b.periods, b.reach,
 theme.plot(ladder_figure(series, page.t("ladder.chart_title_two" if two_bases else "ladder.chart_title",
                                         base=f"{bases[0].base:,.0f}", d=cfg.d_head, pairs=n_pairs),
                          page.t("ladder.x"), page.t("ladder.y"), page.t("ladder.hover")),
-           key="ladder", height=440 if two_bases else 400, title_width=WIDE)
+           key="ladder", height=theme.presenter_height(440 if two_bases else 400), title_width=WIDE)
 for b in bases:
     st.caption(page.t(f"ladder.caption_{b.kind}" if two_bases else "ladder.caption", **base_fields(b)))
 
@@ -162,11 +162,11 @@ left, right = st.columns(2, gap="medium")
 with left:
     theme.plot(same_vector_figure(same_pts, labels, page.t("turn.same_title"), axis,
                                   page.t("turn.hover_same"), highlight=qpos),
-               key="turn_same", height=500)
+               key="turn_same", height=theme.presenter_height(500))
 with right:
     theme.plot(before_after_figure(track.before.float(), track.after.float(), labels, page.t("turn.each_title"),
                                    axis, [page.t("turn.before"), page.t("turn.after")], page.t("turn.hover_each")),
-               key="turn_each", height=500)
+               key="turn_each", height=theme.presenter_height(500))
 st.caption(page.t("turn.same_caption", token=md_tok(qpos), pos=qpos))
 turn_error = track.max_turn_error
 norm_error = float((track.after.norm(dim=1) - track.before.norm(dim=1)).abs().max())

@@ -25,7 +25,7 @@ POLL_S = 1.0                        # seconds between two looks at a running job
 LR_OPTIONS = ("1e-4", "3e-4", "1e-3", "3e-3", "1e-2")
 _JOB = "_train_job"                 # the job this session started or joined
 _WATCHER = "_train_watcher"         # this session's id in the queue's watcher lists
-CHART_HEIGHT = 330
+CHART_HEIGHT = 330                  # px at the laptop type (taller in presenter mode)
 
 DEFAULT = T.TrainSettings()
 page = Lesson("train")
@@ -113,8 +113,10 @@ def draw_status(job) -> None:
 
 
 def draw_curves(history, steps: int, phase_step) -> None:
-    theme.plot(F.loss_figure(history, steps, log_v, phase_step, page.t), key="loss_chart", height=CHART_HEIGHT)
-    theme.plot(F.score_figure(history, steps, phase_step, page.t), key="score_chart", height=CHART_HEIGHT)
+    theme.plot(F.loss_figure(history, steps, log_v, phase_step, page.t), key="loss_chart", height=theme.presenter_height(CHART_HEIGHT),
+               title_width=theme.THREE_QUARTERS_TITLE)
+    theme.plot(F.score_figure(history, steps, phase_step, page.t), key="score_chart", height=theme.presenter_height(CHART_HEIGHT),
+               title_width=theme.THREE_QUARTERS_TITLE)
 
 
 def live() -> None:
@@ -134,12 +136,14 @@ def live() -> None:
 with figure:
     if job is None:
         st.info(page.t("press_start"), icon=":material/model_training:")
-        theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", height=CHART_HEIGHT)
+        theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", height=theme.presenter_height(CHART_HEIGHT),
+               title_width=theme.THREE_QUARTERS_TITLE)
     elif job.active:
         st.fragment(live, run_every=POLL_S)()
     elif job.state == FAILED:
         st.error(page.t("failed", error=code_span(job.error or "")), icon=":material/error:")
-        theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", height=CHART_HEIGHT)
+        theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", height=theme.presenter_height(CHART_HEIGHT),
+               title_width=theme.THREE_QUARTERS_TITLE)
     else:
         result = job.result
         if job.state == CANCELLED:

@@ -279,3 +279,22 @@ def test_gemma_page_names_its_own_activation(open_page, gemma):
     # the neuron strip: one cell per Gemma token (one character each here)
     strip = chart(at, "neuron_strip")["data"][0]
     assert sum(v is not None for row in strip["z"] for v in row) == len(gemma.tokenize(prompt))
+
+
+def test_strip_rows_hold_their_widest_label_and_bar_values_have_room():
+    """Layout arithmetic of two FFN charts (no model): the token strip puts fewer cells in a
+    row when a label is wide (a 10-cell row cut "·because" in presenter mode), and the neuron
+    bars' axis leaves room beyond each bar for its value (a -5.73 ran into the tick labels)."""
+    from ui import figures_ffn as F
+
+    assert F.strip_per_row(["·a", "·on"] * 8) == 10
+    wide = F.strip_per_row(["·a", "·because"])
+    assert 4 <= wide < 10
+    assert F.strip_per_row(["因為它們"]) == wide        # 4 CJK characters are as wide as 8 Latin ones
+    assert F.strip_per_row(["x" * 40]) == 4
+    fig = F.neuron_bar_figure(lambda key, **kw: key, [1, 2, 3], [8.29, -5.73, 2.5], 1, "cat")
+    lo, hi = fig.layout.xaxis.range
+    span = 8.29 + 5.73
+    assert lo <= -5.73 - 0.3 * span and hi >= 8.29 + 0.3 * span
+    lo, hi = F.neuron_bar_figure(lambda key, **kw: key, [1, 2], [3.0, 1.0], 1, "cat").layout.xaxis.range
+    assert -0.1 < lo < 0 and hi >= 3.0 * 1.3           # all positive: no empty room on the left

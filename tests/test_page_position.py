@@ -290,3 +290,17 @@ def test_try_numbers_turn_several_times(gemma, lm):
                 for lm_ in ((gemma,) if "gemma" in key else (lm, gemma)):
                     n = len(lm_.tokenize(prompt))
                     assert (n - 1) * float(lm_.decoder.rope_for(0).inv_freq[0]) > 2 * 2 * math.pi
+
+
+def test_one_base_ladder_label_stands_above_the_short_bars():
+    """The reach label of a one-base ladder hangs from the top right corner (above the slow
+    pairs' short bars) with a line down to its dashed line, not on the line over taller bars."""
+    from ui.figures_position import ladder_figure
+
+    thetas = 100_000 ** (-torch.arange(32) * 2 / 64)
+    periods = 2 * math.pi / thetas
+    fig = ladder_figure([("base", thetas, periods, 8192, "one turn per 8,192 tokens")], "t", "x", "y", "h")
+    note = fig.layout.annotations[0]
+    assert note.showarrow and note.yanchor == "top" and note.xanchor == "right"
+    assert note.x == note.ax == 31 and note.y == pytest.approx(math.log10(2 * math.pi / 8192))
+    assert note.ayref == "y" and note.ay == pytest.approx(0.0)          # the top bar's top: 10^0 rad/token

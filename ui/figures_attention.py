@@ -108,7 +108,7 @@ def score_steps_figure(raw: Sequence[float], scaled: Sequence[float], weights: S
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, tickangle=-45 if n > 12 else 0)
     fig.update_xaxes(title=tr("fig.keys_axis"), row=4, col=1)
     # room above the first subplot title (no figure title): the 20 px default cut its top in presenter mode
-    fig.update_layout(margin=dict(l=10, r=10, b=10, t=round(theme.font_px(theme.FONT_SIZE) * 1.5)))
+    fig.update_layout(margin=dict(l=10, r=10, b=10, t=theme.room_above_subplot_titles()))
     return fig
 
 

@@ -63,18 +63,18 @@ def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: 
 
 
 HIST_BIN = 0.2
-LEGEND_WIDTH = 28     # characters per legend line in presenter mode (a half column at 20 px)
-LAPTOP_LEGEND_WIDTH = 30   # ... and on a laptop (a half column at 1024 px; Chinese entries were cut)
 
 
-def _presenting() -> bool:
-    return theme.font_px(theme.FONT_SIZE) != theme.FONT_SIZE
+STRIP_TEXT = 15          # px of a token strip cell's label (larger in presenter mode)
+STRIP_PLOT_PX = 600      # the strip cells' width at 1024 px (main column, sidebar open, colour bar aside)
 
 
-def _legend(text: str) -> str:
-    """A legend entry broken into lines (plotly never wraps one, and a long one ran past a half
-    column's right edge: at 20 px in presenter mode, and in Chinese at 1024 px)."""
-    return theme.wrap_title(text, LEGEND_WIDTH if _presenting() else LAPTOP_LEGEND_WIDTH)
+def strip_per_row(labels: Sequence[str], most: int = 10, least: int = 4) -> int:
+    """How many token cells one row of the strip holds so that the widest label fits in its
+    cell (a 10-cell row cut "·because" at 20 px in presenter mode)."""
+    widest = max((theme.width_units(label) for label in labels), default=1)
+    cell = widest * 0.55 * theme.font_px(STRIP_TEXT) + 8           # a half-em is about 0.55 of the px size
+    return max(least, min(most, int(STRIP_PLOT_PX // cell)))
 
 
 def strip_height(rows: int) -> int:
@@ -98,12 +98,12 @@ def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, curves: dict
     centres = -span + HIST_BIN * (torch.arange(bins) + 0.5)
     fig.add_trace(go.Bar(
         x=centres.numpy(), y=(100 * counts / max(1, inside.numel())).numpy(), width=HIST_BIN * 0.95,
-        marker_color="#d1d5db", name=_legend(tr("act.hist", layer=layer)), opacity=0.8,
+        marker_color="#d1d5db", name=theme.legend_text(tr("act.hist", layer=layer)), opacity=0.8,
         hovertemplate="%{x:.1f}: %{y:.1f}%<extra></extra>"), secondary_y=True)
     styles = {"relu": (VERMILION, "dash"), "gelu": (BLUE, "dot"), "silu": (GREEN, "solid")}
     for name, fn in (curves or N.ACTIVATIONS).items():
         color, dash = styles[name]
-        fig.add_trace(go.Scatter(x=x.numpy(), y=fn(x).numpy(), name=_legend(tr(f"act.{name}")), mode="lines",
+        fig.add_trace(go.Scatter(x=x.numpy(), y=fn(x).numpy(), name=theme.legend_text(tr(f"act.{name}")), mode="lines",
                                  line=dict(color=color, dash=dash, width=5 if name == own else 3),
                                  hovertemplate="x=%{x:.2f}, y=%{y:.2f}<extra>" + html_escape(tr(f"act.{name}")) + "</extra>"),
                       secondary_y=False)
@@ -111,8 +111,7 @@ def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, curves: dict
     fig.update_yaxes(title=tr("act.y"), range=[-1.5, span], secondary_y=False, zeroline=True, zerolinecolor=GREY)
     fig.update_yaxes(title=tr("act.y2"), secondary_y=True, showgrid=False, rangemode="tozero", tickmode="auto",
                      ticksuffix="%")
-    # the legend below the x-axis title, which presenter mode's larger ticks and title push lower
-    fig.update_layout(title=tr("act.title"), legend=dict(orientation="h", y=-0.38 if _presenting() else -0.22),
+    fig.update_layout(title=tr("act.title"), legend=dict(orientation="h", y=theme.legend_below(-0.3)),
                       bargap=0.05)
     return fig
 
@@ -133,7 +132,7 @@ def swiglu_figure(tr: T, gate: torch.Tensor, up: torch.Tensor, token: str, act=N
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     keep = (gate.abs() <= span) & (up.abs() <= span)
     fig.add_trace(go.Scatter(
-        x=gate[keep].detach().float().numpy(), y=up[keep].detach().float().numpy(), mode="markers", name=_legend(tr("swiglu.points", n=f"{int(keep.sum()):,}", token=token)),
+        x=gate[keep].detach().float().numpy(), y=up[keep].detach().float().numpy(), mode="markers", name=theme.legend_text(tr("swiglu.points", n=f"{int(keep.sum()):,}", token=token)),
         marker=dict(size=4, color="#111827", opacity=0.45), showlegend=True,
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     fig.update_xaxes(title=tr("swiglu.x"), range=[-span, span], constrain="domain")
@@ -164,9 +163,13 @@ def neuron_bar_figure(tr: T, neurons: Sequence[int], values: Sequence[float], ch
         text=[f"{v:+.2f}" for v in values], textposition="outside", cliponaxis=False,
         hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", type="category", title=tr("neurons.y"))
-    top = max(abs(v) for v in values) if values else 1.0
-    low = min(0.0, min(values, default=0.0))
-    fig.update_xaxes(title=tr("neurons.x", fn=fn), range=[low * 1.3 - 0.05 * top, max(0.0, max(values, default=0.0)) * 1.3 + 0.05 * top],
+    low, high = min(0.0, min(values, default=0.0)), max(0.0, max(values, default=0.0))
+    span = (high - low) or 1.0
+    # Room for the value written outside each bar's end (about a fifth of a half column's plot):
+    # a -5.73 ran into the tick label "neuron 495" at 20 px in presenter mode.
+    room = 0.35 * span
+    fig.update_xaxes(title=tr("neurons.x", fn=fn),
+                     range=[low - (room if low < 0 else 0.02 * span), high + (room if high > 0 else 0.02 * span)],
                      zeroline=True, zerolinecolor=GREY)
     fig.update_layout(title=tr("neurons.title", token=token), showlegend=False)
     return fig
@@ -187,7 +190,7 @@ def token_strip_figure(tr: T, labels: Sequence[str], values: Sequence[float], ti
         hover[r][c] = tr("strip.hover", pos=i, token=lab, value=f"{v:+.3f}")
     limit = max((abs(float(v)) for v in values), default=1.0) or 1.0
     fig = go.Figure(go.Heatmap(
-        z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=15),
+        z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=STRIP_TEXT),
         colorscale=theme.DIVERGING, zmid=0, zmin=-limit, zmax=limit, xgap=3, ygap=3,
         colorbar=dict(title=dict(text=tr("strip.scale"), side="right")),
         hovertemplate="%{customdata}<extra></extra>"))
@@ -208,7 +211,7 @@ def vocab_figure(tr: T, promoted: Sequence[tuple[str, float]], suppressed: Seque
         fig.update_yaxes(autorange="reversed", type="category", row=1, col=col)
         fig.update_xaxes(title=tr("vocab.x"), row=1, col=col)
     # room above the subplot titles (no figure title: the default 20 px cut them in presenter mode)
-    fig.update_layout(showlegend=False, margin=dict(l=10, r=10, b=10, t=round(theme.font_px(theme.FONT_SIZE) * 1.5)))
+    fig.update_layout(showlegend=False, margin=dict(l=10, r=10, b=10, t=theme.room_above_subplot_titles()))
     return fig
 
 
@@ -235,7 +238,7 @@ def params_figure(tr: T, rows: Sequence[tuple[str, dict[str, int]]], unit: Calla
                   yanchor="bottom", yshift=15, font=dict(size=15)) for y, (name, _) in zip(ys, rows)]
     fig.update_layout(barmode="stack", title=tr("params.title"), annotations=notes,
                       uniformtext=dict(minsize=13, mode="hide"),
-                      legend=dict(orientation="h", y=-0.2, traceorder="normal"))
+                      legend=dict(orientation="h", y=theme.legend_below(-0.2), traceorder="normal"))
     fig.update_xaxes(title=tr("params.x"), range=[0, 100], ticksuffix="%")
     fig.update_yaxes(showticklabels=False, range=[len(rows) - 0.6, -0.95], showgrid=False, zeroline=False)
     return fig

@@ -150,9 +150,7 @@ def kv_memory_figure(series: Sequence[tuple[str, Sequence[float], str, str]], co
                   annotation_text=tr("fig.context_mark", n=f"{context:,}"), annotation_position="top left")
     fig.update_xaxes(type="log", title=tr("fig.context_axis"))
     fig.update_yaxes(type="log", title=tr("fig.memory_axis"))
-    # the legend below the x-axis title, which presenter mode's larger ticks and title push lower
-    below = -0.25 if theme.font_px(theme.FONT_SIZE) == theme.FONT_SIZE else -0.4
-    fig.update_layout(title=tr("fig.memory_title"), legend=dict(orientation="h", y=below, yanchor="top"))
+    fig.update_layout(title=tr("fig.memory_title"), legend=dict(orientation="h", y=theme.legend_below(), yanchor="top"))
     return fig
 
 
@@ -171,7 +169,7 @@ def kv_layers_figure(needed: Sequence[int], stored: int, sliding: Sequence[bool]
         if picked:
             fig.add_bar(x=[xs[i] for i in picked], y=[needed[i] for i in picked], name=name, marker_color=colour,
                         width=0.5, hovertemplate=f"{tr('fig.layer_axis')} %{{x}}: %{{y:,}}<extra></extra>")
-    fig.update_layout(barmode="overlay", title=title, legend=dict(orientation="h", y=-0.25, yanchor="top"))
+    fig.update_layout(barmode="overlay", title=title, legend=dict(orientation="h", y=theme.legend_below(), yanchor="top"))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=xs, title=tr("fig.layer_axis"))
     fig.update_yaxes(title=tr("fig.positions_axis"), rangemode="tozero")
     return fig

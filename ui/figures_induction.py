@@ -79,7 +79,7 @@ def loss_figure(first: Sequence[float], second: Sequence[float], tr: Tr) -> go.F
     fig.update_xaxes(title=tr("fig.index_axis"))
     fig.update_yaxes(title=tr("fig.loss_axis"), rangemode="tozero")
     # the legend below the x-axis title, which presenter mode's larger ticks and title push lower
-    below = -0.25 if theme.font_px(theme.FONT_SIZE) == theme.FONT_SIZE else -0.4
+    below = theme.legend_below(-0.25)
     fig.update_layout(title=tr("fig.loss_title"), legend=dict(orientation="h", y=below, yanchor="top"))
     return fig
 

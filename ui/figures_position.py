@@ -47,7 +47,7 @@ def waves_figure(pe: torch.Tensor, dims: Sequence[int], names: Sequence[str], ti
     for n, (dim, name) in enumerate(zip(dims, names)):
         fig.add_scatter(x=x, y=pe[:, dim].tolist(), mode="lines", name=name,
                         line=dict(color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)], width=2.5))
-    fig.update_layout(title=title, legend=dict(orientation="h", y=-0.25, x=0))
+    fig.update_layout(title=title, legend=dict(orientation="h", y=theme.legend_below(-0.25), x=0))
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(title=y_title, range=[-1.15, 1.15])
     return fig
@@ -116,11 +116,21 @@ def ladder_figure(series: Sequence[tuple], title: str, x_title: str, y_title: st
         shapes.append(dict(type="line", xref="paper", x0=0, x1=1, yref="y", y0=limit, y1=limit,
                            line=dict(color=line_colour, dash="dash", width=2)))
         # On a log axis an annotation's y is given in log10 units.
-        notes.append(dict(x=1, xref="paper", y=math.log10(limit), yref="y", text=reach_label, showarrow=False,
-                          xanchor="right", yanchor="bottom" if n % 2 == 0 else "top",
-                          font=dict(size=theme.FONT_SIZE - 3, color=line_colour), bgcolor="rgba(255,255,255,0.85)"))
+        font = dict(size=theme.FONT_SIZE - 3, color=line_colour)
+        if several:
+            notes.append(dict(x=1, xref="paper", y=math.log10(limit), yref="y", text=reach_label, showarrow=False,
+                              xanchor="right", yanchor="bottom" if n % 2 == 0 else "top",
+                              font=font, bgcolor="rgba(255,255,255,0.85)"))
+        else:
+            # Bars: the label hangs from the top right corner, above the slow pairs' short bars,
+            # with a line down to the dashed line (written on the line, it sat over taller bars).
+            top = max(math.log10(float(thetas.max())), math.log10(limit) + 1)
+            notes.append(dict(x=pairs[-1], xref="x", y=math.log10(limit), yref="y", text=reach_label,
+                              showarrow=True, arrowhead=0, arrowcolor=line_colour, axref="x", ax=pairs[-1],
+                              ayref="y", ay=top, xanchor="right", yanchor="top",
+                              font=font, bgcolor="rgba(255,255,255,0.85)"))
     fig.update_layout(title=title, bargap=0.15, shapes=shapes, annotations=notes,
-                      legend=dict(orientation="h", y=-0.22, x=0) if several else None)
+                      legend=dict(orientation="h", y=theme.legend_below(-0.22), x=0) if several else None)
     fig.update_xaxes(title=x_title, dtick=max(4, (len(series[0][1]) // 8) // 4 * 4))
     fig.update_yaxes(title=y_title, type="log", exponentformat="power")
     return fig
@@ -170,14 +180,14 @@ def before_after_figure(before: torch.Tensor, after: torch.Tensor, tokens: Seque
     fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color="#9ca3af", width=1), hoverinfo="skip", showlegend=False)
     labels = [plot_label(t, 10) for t in tokens[:n]]
     custom = [[p, labels[p]] for p in range(n)]
-    fig.add_scatter(x=before[:, 0].tolist(), y=before[:, 1].tolist(), mode="markers", name=names[0],
+    fig.add_scatter(x=before[:, 0].tolist(), y=before[:, 1].tolist(), mode="markers", name=theme.legend_text(names[0]),
                     marker=dict(size=10, symbol="circle-open", color=theme.OKABE_ITO[0], line=dict(width=2)),
                     customdata=custom, hovertemplate=hover + "<extra>" + names[0] + "</extra>")
-    fig.add_scatter(x=after[:, 0].tolist(), y=after[:, 1].tolist(), mode="markers+text", name=names[1],
+    fig.add_scatter(x=after[:, 0].tolist(), y=after[:, 1].tolist(), mode="markers+text", name=theme.legend_text(names[1]),
                     text=labels if n <= 24 else None, textposition="top center", textfont=dict(size=theme.FONT_SIZE - 4),
                     marker=dict(size=10, color=theme.OKABE_ITO[1]),
                     customdata=custom, hovertemplate=hover + "<extra>" + names[1] + "</extra>")
-    fig.update_layout(legend=dict(orientation="h", y=-0.18, x=0))
+    fig.update_layout(legend=dict(orientation="h", y=theme.legend_below(-0.18), x=0))
     _square(fig, radius, title, axis)
     return fig
 
@@ -204,9 +214,12 @@ def relative_figure(distances: Sequence[int], positions: Sequence[int], scores: 
     fig.update_yaxes(title_text=y_title)
     # The legend between the title and the plot: below it, it would meet the axis title
     # whenever the position labels are drawn tilted (a narrow column).
-    fig.update_layout(title=title, legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom",
-                                               title=dict(text=legend_title)),
-                      margin=dict(l=10, r=10, t=140, b=10))
+    # Its title on a row of its own gives the entries the width (beside them, "16" was cut at a
+    # narrow column's edge); the chart title is pinned to the top, clear of the legend's rows.
+    fig.update_layout(title=dict(text=title, yref="container", y=0.97, yanchor="top"),
+                      legend=dict(orientation="h", y=1.02, x=0, yanchor="bottom",
+                                  title=dict(text=legend_title, side="top")),
+                      margin=dict(l=10, r=10, t=170, b=10))
     return fig
 
 

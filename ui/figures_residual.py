@@ -150,7 +150,10 @@ def norm_compare_figure(tr: T, x: Sequence[float], layer_normed: Sequence[float]
     """One real vector before (top) and after LayerNorm and RMSNorm (bottom), dimension by dimension."""
     dims = list(range(len(x)))
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
-                        subplot_titles=(tr("ln.before"), tr("ln.after")))
+                        # plotly never breaks a subplot title: "after: divided by its size (learned
+                        # weights left out)" ran past a 1024 px laptop's column
+                        subplot_titles=tuple(theme.wrap_title(tr(key), theme.title_chars(theme.THREE_QUARTERS_TITLE))
+                                             for key in ("ln.before", "ln.after")))
     fig.add_trace(go.Scatter(x=dims, y=list(x), mode="markers", marker=dict(size=4, color="#374151"), name=tr("ln.raw"),
                              hovertemplate=tr("ln.hover") + "<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Scatter(x=dims, y=list(layer_normed), mode="markers", name=tr("ln.layer"),

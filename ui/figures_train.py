@@ -82,7 +82,7 @@ def loss_figure(history: Sequence, steps: int, log_v: float, phase_step: int | N
     fig.update_xaxes(title=tr("fig.step_axis"), range=[0, steps])
     top = max([log_v] + [max(p.loss, p.loss_repeat) for p in history])
     fig.update_yaxes(title=tr("fig.loss_axis"), range=[0, top * 1.12])
-    fig.update_layout(title=tr("fig.loss_title"), legend=dict(orientation="h", y=-0.3, x=0),
+    fig.update_layout(title=tr("fig.loss_title"), legend=dict(orientation="h", y=theme.legend_below(-0.3), x=0),
                       hovermode="x unified")
     return fig
 
@@ -102,7 +102,7 @@ def score_figure(history: Sequence, steps: int, phase_step: int | None, tr: Tr) 
                         name=tr("fig.prev_layer", layer=layer), line=dict(color=colour, width=2, dash="dot"))
     fig.update_xaxes(title=tr("fig.step_axis"), range=[0, steps])
     fig.update_yaxes(title=tr("fig.score_axis"), range=[0, 1.05], tickformat=".0%")
-    fig.update_layout(title=tr("fig.score_title"), legend=dict(orientation="h", y=-0.3, x=0),
+    fig.update_layout(title=tr("fig.score_title"), legend=dict(orientation="h", y=theme.legend_below(-0.3), x=0),
                       hovermode="x unified")
     return fig
 

@@ -38,11 +38,14 @@ pio.templates.default = "decoder_lab"
 # A title line's width in Latin characters (a CJK character counts as two): about 300 px at
 # TITLE_SIZE, the width of a chart in a half column at 1024x768 with the sidebar open.
 TITLE_WIDTH = 32
+WIDE_TITLE = 56                  # title width (characters) of a chart that spans the page
+THREE_QUARTERS_TITLE = 44        # ... of a chart in a page's figure column (Lesson.columns)
 TITLE_SIZE = 17
 TITLE_LINE_PX = 22
 
 
-def _width(text: str) -> int:
+def width_units(text: str) -> int:
+    """How wide ``text`` is in half-em units, about: a CJK character 2, anything else 1."""
     return sum(2 if "\u2e80" <= ch <= "\uffef" else 1 for ch in text)
 
 
@@ -50,7 +53,7 @@ def wrap_title(text: str, width: int = TITLE_WIDTH) -> str:
     """A chart title broken into lines of about ``width`` characters (plotly never wraps a
     title, so a long one is cut at the chart's right edge on a projector or a phone). Breaks at
     spaces, or between CJK characters; existing <br> breaks are kept."""
-    if not text or "<" in text or _width(text) <= width:   # already broken, or holds markup
+    if not text or "<" in text or width_units(text) <= width:   # already broken, or holds markup
         return text
     lines, line = [], ""
     tokens = []
@@ -70,13 +73,13 @@ def wrap_title(text: str, width: int = TITLE_WIDTH) -> str:
         tokens.append((" ", True))
     for piece, is_space in tokens[:-1]:
         if is_space:
-            if line and _width(line) + 1 > width:
+            if line and width_units(line) + 1 > width:
                 lines.append(line)
                 line = ""
             elif line:
                 line += " "
             continue
-        if line and _width(line.rstrip()) + _width(piece) > width:
+        if line and width_units(line.rstrip()) + width_units(piece) > width:
             lines.append(line.rstrip())
             line = piece
         else:
@@ -94,6 +97,42 @@ def font_family(lang: str | None = None) -> str:
 # ticks, titles, labels in the plot and legends read from the back of a room at 1024x768.
 PRESENT_SCALE = 1.3
 PRESENT_MIN_PX = 20
+
+
+LEGEND_WIDTH = 28           # characters per legend line in presenter mode (a half column at 20 px)
+LAPTOP_LEGEND_WIDTH = 24    # ... and on a laptop (a half column at 1024 px with the sidebar open)
+
+
+def legend_text(text: str) -> str:
+    """A legend entry broken into lines: plotly never wraps one, and a long one ran past a half
+    column's right edge (at 20 px in presenter mode, and in Chinese at 1024 px)."""
+    return wrap_title(text, LEGEND_WIDTH if presenter.active() else LAPTOP_LEGEND_WIDTH)
+
+
+def room_above_subplot_titles() -> int:
+    """A top margin (px) for a figure with no title of its own whose first row has a subplot
+    title: the 20 px default cut its top in presenter mode, and 1.5 x the type cut 2 px off
+    Chinese titles (the CJK font's taller ascent)."""
+    return round(font_px(FONT_SIZE) * 1.8)
+
+
+def title_chars(width: int) -> int:
+    """A title width in characters (wrap_title's) at the laptop type, as many as fit the same
+    room at this session's type: fewer in presenter mode."""
+    return max(12, round(width * FONT_SIZE / font_px(FONT_SIZE)))
+
+
+def presenter_height(px: int) -> int:
+    """A chart's height ``px`` at the laptop type, grown with the type in presenter mode, so that
+    larger ticks, titles and legends do not squeeze its plot to a strip."""
+    return round(px * font_px(FONT_SIZE) / FONT_SIZE)
+
+
+def legend_below(y: float = -0.25) -> float:
+    """The paper y of a horizontal legend under a chart's x-axis title: ``y`` at the laptop
+    type, lower in presenter mode, whose larger tick labels and axis title push the title down
+    onto a legend at ``y`` (seen on the heads page's KV charts)."""
+    return y if not presenter.active() else y - 0.15
 
 
 def font_px(size: float) -> float:
@@ -126,7 +165,7 @@ def style(fig: go.Figure, height: int | None = None, title_width: int = TITLE_WI
     present = presenter.active()
     if present:
         _enlarge(fig)
-        title_width = max(12, round(title_width * FONT_SIZE / font_px(FONT_SIZE)))
+        title_width = title_chars(title_width)
     line_px = round(TITLE_LINE_PX * font_px(TITLE_SIZE) / TITLE_SIZE)
     fig.update_layout(
         font=dict(family=font_family(), size=font_px(FONT_SIZE), color="#1f2937"),
@@ -134,6 +173,12 @@ def style(fig: go.Figure, height: int | None = None, title_width: int = TITLE_WI
         legend=dict(font=dict(size=font_px(FONT_SIZE - 2))),
         modebar=dict(orientation="v"),   # at the right edge, off the (left-aligned) title
     )
+    legend = fig.layout.legend
+    if legend.orientation == "h" and legend.y is not None and legend.y < 0 and legend.yanchor in (None, "auto"):
+        # A legend under the plot hangs from its y: anchored by its bottom (plotly's "auto" for
+        # a low y), a legend that wraps to more rows (Chinese, presenter type) grows up into the
+        # x-axis title.
+        legend.yanchor = "top"
     title = fig.layout.title.text
     extra_lines = 0
     if title:
