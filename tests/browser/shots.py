@@ -5,6 +5,7 @@ and 1024x768.
     .venv/bin/python -m tests.browser.shots --pages ffn residual --langs en zh-Hant --out /tmp/shots
     .venv/bin/python -m tests.browser.shots --pages attention --prompt "我吃魚，魚吃我。" --expand
     .venv/bin/python -m tests.browser.shots --pages home heads --params present=1    # presenter mode
+    .venv/bin/python -m tests.browser.shots --pages train --click start --wait ".st-key-ckpt"   # after training
 
 Screenshots are never committed.
 """
@@ -30,6 +31,9 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="+", default=[f"{w}x{h}" for w, h in SIZES])
     ap.add_argument("--params", nargs="+", default=[], metavar="KEY=VALUE",
                     help="more URL parameters for every page, e.g. present=1")
+    ap.add_argument("--click", default=None, metavar="KEY", help="press the button with this widget key first")
+    ap.add_argument("--wait", default=None, metavar="SELECTOR",
+                    help="after --click, wait for this CSS selector (e.g. .st-key-ckpt once training is done)")
     args = ap.parse_args()
     extra = dict(p.split("=", 1) for p in args.params)
     out = Path(args.out)
@@ -45,11 +49,19 @@ def main() -> None:
                 for name in args.pages:
                     page.goto(page_url(base, name, lang=lang, prompt=args.prompt, model=model, **extra))
                     wait_until_drawn(page)
+                    if args.click:
+                        button = page.locator(f".st-key-{args.click} button").first
+                        if button.is_enabled():          # disabled: done already (a shared result)
+                            button.click()
+                        if args.wait:
+                            page.wait_for_selector(args.wait, timeout=900_000)
+                        wait_until_drawn(page)
                     if args.expand:
                         for summary in page.query_selector_all("[data-testid='stExpander'] summary"):
                             summary.click()
                         page.wait_for_timeout(800)
-                    stem = f"{name}_{lang}_{model or 'default'}_{w}x{h}" + "".join(f"_{k}{v}" for k, v in extra.items())
+                    stem = f"{name}_{lang}_{model or 'default'}_{w}x{h}" + "".join(f"_{k}{v}" for k, v in extra.items()) \
+                        + (f"_after-{args.click}" if args.click else "")
                     page.screenshot(path=str(out / f"{stem}_top.png"))
                     height = page.evaluate("() => document.querySelector(\"[data-testid='stMain']\").scrollHeight")
                     page.set_viewport_size({"width": w, "height": min(max(height, h), 14000)})
