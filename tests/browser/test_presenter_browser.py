@@ -121,6 +121,22 @@ def test_presenter_type_is_large_menu_hidden_no_overflow(tab, base_url, name, la
     assert found["collapsed"] == "true"
 
 
+@pytest.mark.parametrize("name, lang", [("ffn", "zh-Hant"), ("attention", "zh-Hans"), ("position", "zh-Hant"),
+                                        ("position", "en"), ("residual", "en"), ("home", "zh-Hans")])
+def test_laptop_chart_text_stays_inside_its_chart(tab, base_url, name, lang):
+    """At 1024 px with the sidebar open (a student's laptop) the charts are narrower than in
+    presenter mode: no text past a chart's edges, no axis title over a legend. (A sweep of every
+    page, language and both sizes found these pages' cuts: long legend entries, subplot titles,
+    a legend's title beside its entries.)"""
+    tab.goto(harness.page_url(base_url, name, lang=lang))
+    harness.wait_until_drawn(tab)
+    assert not tab.query_selector(harness.EXCEPTION)
+    found = tab.evaluate(MEASURE)
+    assert found["cut"] == [], found["cut"][:20]
+    assert found["clash"] == [], found["clash"][:20]
+    assert found["overflow"] <= 0
+
+
 def query(url: str) -> dict[str, str]:
     return dict(parse_qsl(urlsplit(url).query))
 
