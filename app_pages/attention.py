@@ -20,8 +20,8 @@ CAP = 64            # tokens of the prompt this page runs
 SEARCH_TOP = 8      # heads listed by the search
 OPEN_BUTTONS = 3    # of which this many get an "open" button
 SIDE_BY_SIDE = 24   # longer prompts draw the pattern and the lines view one under the other
-WIDE, THREE_QUARTERS = 56, 44   # title widths (characters, see ui.theme.wrap_title) of a chart that spans
-                                # the page or 3/4 of it, at 1024 px: titles wrap only when they must
+WIDE, THREE_QUARTERS = theme.WIDE_TITLE, theme.THREE_QUARTERS_TITLE   # title widths of a chart that spans
+                                                                      # the page or 3/4 of it
 
 page = Lesson("attention")
 page.header()

@@ -20,7 +20,7 @@ TOP_NEURONS = 12    # neurons listed for the chosen token
 VOCAB_K = 8         # tokens listed per side in the neuron's vocabulary chart
 DIAGRAM_WIDTH = 340  # px: the MLP diagram's text is then about 17 px (less where the column is narrower)
 TRY_TOKENS = 4      # pushed tokens named per Try-this example
-WIDE = 56           # title width (characters, see ui.theme.wrap_title) of a chart spanning the page
+WIDE = theme.WIDE_TITLE      # title width of a chart spanning the page
 
 page = Lesson("ffn")
 page.header()

@@ -27,7 +27,7 @@ REL_DISTANCES = (0, 1, 2, 4, 8, 16)
 REL_POSITIONS = (0, 10, 100, 1000, 4000, 8000)
 CURVE_MAX = 128           # distances in the score-vs-distance curve
 DEFAULT_LAYER_FRACTION, DEFAULT_HEAD = 0.55, 0   # default layer: this fraction of the stack (16 of 30, 9 of 18)
-WIDE = 56                 # title width (characters, see ui.theme.wrap_title) of a chart spanning the page
+WIDE = theme.WIDE_TITLE   # title width of a chart spanning the page
 
 page = Lesson("position")
 page.header()
