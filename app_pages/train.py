@@ -30,6 +30,7 @@ CHART_HEIGHT = 330                  # px at the laptop type (taller in presenter
 DEFAULT = T.TrainSettings()
 page = Lesson("train")
 page.header()
+chart_size = dict(height=theme.presenter_height(CHART_HEIGHT), title_width=theme.THREE_QUARTERS_TITLE)   # loss and scores
 queue = shared_queue()
 watcher = st.session_state.setdefault(_WATCHER, uuid.uuid4().hex)
 log_v = T.log_vocab()
@@ -113,10 +114,8 @@ def draw_status(job) -> None:
 
 
 def draw_curves(history, steps: int, phase_step) -> None:
-    theme.plot(F.loss_figure(history, steps, log_v, phase_step, page.t), key="loss_chart", height=theme.presenter_height(CHART_HEIGHT),
-               title_width=theme.THREE_QUARTERS_TITLE)
-    theme.plot(F.score_figure(history, steps, phase_step, page.t), key="score_chart", height=theme.presenter_height(CHART_HEIGHT),
-               title_width=theme.THREE_QUARTERS_TITLE)
+    theme.plot(F.loss_figure(history, steps, log_v, phase_step, page.t), key="loss_chart", **chart_size)
+    theme.plot(F.score_figure(history, steps, phase_step, page.t), key="score_chart", **chart_size)
 
 
 def live() -> None:
@@ -136,14 +135,12 @@ def live() -> None:
 with figure:
     if job is None:
         st.info(page.t("press_start"), icon=":material/model_training:")
-        theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", height=theme.presenter_height(CHART_HEIGHT),
-               title_width=theme.THREE_QUARTERS_TITLE)
+        theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", **chart_size)
     elif job.active:
         st.fragment(live, run_every=POLL_S)()
     elif job.state == FAILED:
         st.error(page.t("failed", error=code_span(job.error or "")), icon=":material/error:")
-        theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", height=theme.presenter_height(CHART_HEIGHT),
-               title_width=theme.THREE_QUARTERS_TITLE)
+        theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", **chart_size)
     else:
         result = job.result
         if job.state == CANCELLED:

@@ -63,8 +63,6 @@ def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: 
 
 
 HIST_BIN = 0.2
-
-
 STRIP_TEXT = 15          # px of a token strip cell's label (larger in presenter mode)
 STRIP_PLOT_PX = 600      # the strip cells' width at 1024 px (main column, sidebar open, colour bar aside)
 
@@ -80,7 +78,7 @@ def strip_per_row(labels: Sequence[str], most: int = 10, least: int = 4) -> int:
 def strip_height(rows: int) -> int:
     """The token strip's height for ``rows`` rows of cells: taller in presenter mode, so its
     colour bar has room for its ticks and its title."""
-    return round((110 + 46 * rows) * theme.font_px(theme.FONT_SIZE) / theme.FONT_SIZE)
+    return theme.presenter_height(110 + 46 * rows)
 
 
 def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, curves: dict | None = None,
