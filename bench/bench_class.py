@@ -23,6 +23,7 @@ cache cannot answer from a previous N; the per-model analyses the warm-up filled
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import threading
@@ -99,6 +100,12 @@ def wait_for_warmup(log: Path, timeout: float) -> str:
                 return line[len(warmup.DONE_LINE):].strip()
         time.sleep(1)
     raise TimeoutError(f"no warm-up line in {log} after {timeout:.0f} s")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process pid has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_mb(pid: int) -> float:
@@ -192,7 +199,9 @@ def main(argv=None) -> None:
         spy = start_profile(pid, args.profile) if args.profile else None
         for n in args.students:
             for case in args.cases:
+                cpu0, own0, wall0 = cpu_seconds(pid), time.process_time(), time.monotonic()
                 class_ = run_class(base, n, case, salt=f"{n}{case[0]}", timeout=args.timeout)
+                cpu, own, wall = cpu_seconds(pid) - cpu0, time.process_time() - own0, time.monotonic() - wall0
                 first = [s.first.seconds for s in class_ if s.first and s.first.ok]
                 rerun = [s.rerun.seconds for s in class_ if s.rerun and s.rerun.ok]
                 errors = [f"{s.page}/{s.lang}/{s.model}: {p}" for s in class_
@@ -203,6 +212,8 @@ def main(argv=None) -> None:
                        f"{peak_mb(pid):.0f}", ", ".join(p for _, p in slowest))
                 rows.append(row)
                 print(" | ".join(str(c) for c in row), flush=True)
+                print(f"   {wall:.1f} s for the class (both views): the server used {cpu:.1f} CPU-s "
+                      f"({cpu / wall:.2f} cores), these simulated browsers {own:.1f} CPU-s", flush=True)
                 for error in errors[:5]:
                     print("   error:", error[:300], flush=True)
         if spy is not None:
