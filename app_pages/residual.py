@@ -1,6 +1,8 @@
 """Lesson 8: the residual stream as a running sum, its size, normalization, the logit lens
 and direct logit attribution."""
 
+import hashlib
+
 import streamlit as st
 import torch
 
@@ -12,11 +14,13 @@ from ui import state, theme
 from ui import figures_residual as F
 from ui.i18n import current_lang, join_list, join_sentences, with_paren
 from ui.lesson import Lesson
+from ui.model import shared_lru
 from ui.text import html_escape, md_escape, num
 from ui.tokens import axis_labels, label, md_label, plot_label, readable_texts
 
 CAP = 64            # tokens of the prompt this page runs
 LENS_COLUMNS = 12   # most positions shown in the logit-lens grid (ending at the chosen one)
+LENS_CACHE_COLUMNS = 4096   # lens columns kept for every session (a few kilobytes each)
 CANDIDATES = 10     # next-token candidates offered for attribution
 
 page = Lesson("residual")
@@ -114,14 +118,27 @@ with lens_note:
                       n=n_pos, k=len(window)))
 
 
-@st.cache_data(max_entries=32, show_spinner=False)
-def lens_table(model_name: str, ids: tuple[int, ...], window: tuple[int, ...]):
-    lens = LL.logit_lens(lm, page.run(lm, list(ids), names=NAMES), positions=list(window), k=1, include_embed=True)
-    return (lens.top_ids[..., 0].tolist(), lens.top_probs[..., 0].tolist(), lens.target_ids.tolist(),
-            lens.target_ranks.tolist(), lens.target_probs.tolist(), lens.layers)
+def lens_table(ids: tuple[int, ...], window: tuple[int, ...]):
+    """The lens at the positions in window, as rows of depths. Under the causal mask the column
+    at position p depends only on the tokens up to p, so each column is kept (for every session)
+    under that prefix: a prompt edited at its end recomputes only the columns after the edit."""
+    kept = shared_lru("residual.lens_columns", LENS_CACHE_COLUMNS)
+    as_bytes = b"".join(i.to_bytes(4, "little") for i in ids)
+    keys = {p: (lm.name, hashlib.blake2b(as_bytes[:4 * (p + 1)]).digest()) for p in window}   # the prefix's digest
+    found = {p: kept.get(keys[p]) for p in window}
+    missing = [p for p in window if found[p] is None]
+    if missing:
+        lens = LL.logit_lens(lm, page.run(lm, list(ids), names=NAMES), positions=missing, k=1, include_embed=True)
+        for j, p in enumerate(missing):
+            found[p] = (lens.top_ids[:, j, 0].tolist(), lens.top_probs[:, j, 0].tolist(), int(lens.target_ids[j]),
+                        lens.target_ranks[:, j].tolist(), lens.target_probs[:, j].tolist(), lens.layers)
+            kept.put(keys[p], found[p])
+    cols = [found[p] for p in window]
+    rows = lambda i: [list(depth) for depth in zip(*(c[i] for c in cols))]   # noqa: E731 - [depth][pos]
+    return rows(0), rows(1), [c[2] for c in cols], rows(3), rows(4), cols[0][5]
 
 
-top_ids, top_probs, target_ids, target_ranks, target_probs, lens_layers = lens_table(lm.name, ids, window)
+top_ids, top_probs, target_ids, target_ranks, target_probs, lens_layers = lens_table(ids, window)
 lens_depths = [depth_label(d + 1) for d in lens_layers]
 cell_labels = [[plot_label(lm.token_text(i), 10) for i in row] for row in top_ids]
 theme.plot(F.lens_figure(page.t, [labels[p] for p in window], lens_depths, cell_labels, top_probs,

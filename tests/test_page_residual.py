@@ -12,7 +12,8 @@ from lesson_model.analysis import attribution as A
 from lesson_model.analysis import lens as LL
 from lesson_model.analysis import norms as NO
 from ui import i18n
-from tests._apptest import chart, errors
+from tests._apptest import arr, chart, errors
+from ui.tokens import plot_label
 
 pytestmark = pytest.mark.slow
 
@@ -290,3 +291,36 @@ def test_gemma_shows_its_sandwich_norms(open_page, gemma):
     heads = chart(at, "heads_chart")["data"][0]["y"]
     dla = chart(at, "dla_chart")["data"]
     assert len(heads) == gemma.cfg.n_heads and sum(heads) == pytest.approx(dla[1]["y"][5], abs=1e-3)
+
+
+def test_lens_columns_kept_by_prefix_match_the_lens_of_the_edited_prompt(open_page, lm):
+    """A prompt edited at its end reuses the lens columns of the tokens before the edit (they
+    depend only on the tokens up to them, under the causal mask): every cell of the grid is
+    still the lens of the new prompt, the new columns included."""
+    from ui.model import shared_lru
+    from app_pages.residual import LENS_CACHE_COLUMNS
+    base = "The lens reads the stream after each block as if it were the last one, so the"
+    open_page(PAGE, lang="en", prompt=base, model="smollm2-135m")
+    kept = shared_lru("residual.lens_columns", LENS_CACHE_COLUMNS)
+    before = len(kept)
+    edited = base + " answer appears"
+    at = open_page(PAGE, lang="en", prompt=edited, model="smollm2-135m")
+    assert not errors(at)
+    n_new = len(lm.encode(edited)) - len(lm.encode(base))
+    assert 0 < len(kept) - before <= n_new + 1, "only the columns after the edit were computed"
+    grid = chart(at, "lens_chart")["data"][0]
+    run = model_run(lm, edited)
+    n = len(lm.encode(edited))
+    window = list(range(n - 12, n))
+    lens = LL.logit_lens(lm, run, positions=window, k=1, include_embed=True)
+    assert arr(grid["z"]) == pytest.approx(lens.top_probs[..., 0].numpy(), abs=1e-5)
+    assert [list(row) for row in grid["text"]] == [[plot_label(lm.token_text(int(i)), 10) for i in row]
+                                                    for row in lens.top_ids[..., 0]]
+    # a prompt that differs in its first token shares no prefix: every column is its own
+    other = "A" + edited[3:]
+    before = len(kept)
+    at = open_page(PAGE, lang="en", prompt=other, model="smollm2-135m")
+    n = len(lm.encode(other))
+    assert len(kept) - before == min(n, 12)
+    lens = LL.logit_lens(lm, model_run(lm, other), positions=list(range(max(0, n - 12), n)), k=1, include_embed=True)
+    assert arr(chart(at, "lens_chart")["data"][0]["z"]) == pytest.approx(lens.top_probs[..., 0].numpy(), abs=1e-5)

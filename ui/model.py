@@ -231,6 +231,38 @@ class RunCache:
         return len(self._items)
 
 
+class LRU:
+    """A thread-safe dict of at most max_entries, the least recently used dropped first."""
+
+    def __init__(self, max_entries: int):
+        self.max_entries = max_entries
+        self._items: OrderedDict[Hashable, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable):
+        with self._lock:
+            value = self._items.get(key)
+            if value is not None:
+                self._items.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.max_entries:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@st.cache_resource(show_spinner=False)
+def shared_lru(name: str, max_entries: int) -> LRU:
+    """One LRU per name for the whole process: every session reads and fills the same one."""
+    return LRU(max_entries)
+
+
 @st.cache_resource(show_spinner=False)
 def run_cache() -> RunCache:
     return RunCache(RUN_CACHE_MB * 2**20, forwards=FORWARDS)
