@@ -10,6 +10,7 @@ import streamlit as st
 
 from ui import classroom, presenter, shell, state
 from ui.i18n import t
+from ui.model import script_slot
 
 notes = shell.start()
 st.set_page_config(page_title=t("app.title"), page_icon="🎓", layout="wide",
@@ -24,7 +25,8 @@ try:
     classroom.panel()                  # follow the teacher: join, follow, or teach a class
     shell.model(page.url_path)
     try:
-        page.run()
+        with script_slot():            # a few lesson scripts at a time (ui.serve); the rest wait their turn
+            page.run()
     finally:
         shell.lesson_footer(page.url_path)
         presenter.finish()             # "Share this view" with this run's exact URL

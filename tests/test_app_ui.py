@@ -131,3 +131,47 @@ def test_bits_of_gguf_formats():
     assert [_bits(f) for f in ("Q4_1", "Q4_K", "Q5_0", "Q6_K", "Q8_0", "IQ4_XS", "F16", "BF16", "F32")] == \
         [4, 4, 5, 6, 8, 4, 16, 16, 32]
     assert _bits("TQ1_0") is None
+
+
+def test_at_most_scripts_lesson_scripts_run_at_once_and_the_rest_wait_their_turn(monkeypatch):
+    import threading
+    import time
+
+    import ui.model as M
+    slots = threading.Semaphore(2)
+    monkeypatch.setattr(M, "SCRIPTS", 2)
+    monkeypatch.setattr(M, "_script_slots", lambda: slots)
+    lock, now, most, done = threading.Lock(), [0], [0], []
+
+    def script(i):
+        with M.script_slot():
+            with lock:
+                now[0] += 1
+                most[0] = max(most[0], now[0])
+            time.sleep(0.05)
+            with lock:
+                now[0] -= 1
+                done.append(i)
+
+    threads = [threading.Thread(target=script, args=(i,)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert most[0] == 2 and sorted(done) == list(range(6))
+
+    def fails():
+        with M.script_slot():
+            raise RuntimeError("a page's own error, or Streamlit's rerun exception")
+    for _ in range(3):                      # a script that ends in an exception gives its slot back
+        with pytest.raises(RuntimeError):
+            fails()
+    assert slots.acquire(timeout=1) and slots.acquire(timeout=1)
+
+
+def test_without_a_limit_scripts_never_wait(monkeypatch):
+    import ui.model as M
+    monkeypatch.setattr(M, "SCRIPTS", 0)
+    monkeypatch.setattr(M, "_script_slots", lambda: (_ for _ in ()).throw(AssertionError("no semaphore")))
+    with M.script_slot(), M.script_slot():
+        pass

@@ -11,6 +11,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import streamlit as st
@@ -21,6 +22,7 @@ from ui.i18n import t
 
 RUN_CACHE_MB = int(os.environ.get("DECODER_LAB_RUN_CACHE_MB", "512"))
 FORWARDS = int(os.environ.get("DECODER_LAB_FORWARDS", "1"))      # forward passes at once (bench/bench_class.py)
+SCRIPTS = int(os.environ.get("DECODER_LAB_SCRIPTS", "0"))        # lesson scripts at once (0: no limit)
 THREADS_ENV = "DECODER_LAB_THREADS"   # torch intra-op threads of the app process (bench/bench_app.py)
 
 
@@ -261,6 +263,27 @@ class LRU:
 def shared_lru(name: str, max_entries: int) -> LRU:
     """One LRU per name for the whole process: every session reads and fills the same one."""
     return LRU(max_entries)
+
+
+@st.cache_resource(show_spinner=False)
+def _script_slots() -> threading.Semaphore:
+    return threading.Semaphore(SCRIPTS)
+
+
+@contextmanager
+def script_slot():
+    """Run a lesson's script while at most DECODER_LAB_SCRIPTS others run (ui.serve sets it).
+
+    A class's sessions all run their scripts at once. Their Python (figures, Streamlit) takes
+    turns on the GIL in 5 ms slices, so a forward pass, which needs the GIL back between its
+    tensor operations, waits behind every other script; with 25 at once the server kept only
+    1.4 of 2 cores busy (bench/bench_class.py). A few scripts at a time, the rest waiting
+    their turn in order, keep the cores busy and finish the first ones sooner."""
+    if SCRIPTS <= 0:
+        yield
+        return
+    with _script_slots():
+        yield
 
 
 @st.cache_resource(show_spinner=False)

@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     # (bench/bench_class.py: rerun median 10.8 -> 7.8 s with 25 students on 2 cores).
     os.environ.setdefault("DECODER_LAB_THREADS", "1")
     os.environ.setdefault("DECODER_LAB_FORWARDS", str(os.cpu_count() or 1))
+    os.environ.setdefault("DECODER_LAB_SCRIPTS", str(2 * (os.cpu_count() or 1)))
     warmup.start()
     sys.argv = ["streamlit", "run", str(APP), *(sys.argv[1:] if argv is None else argv)]
     return cli.main(prog_name="streamlit")
