@@ -25,7 +25,8 @@ try:
     classroom.panel()                  # follow the teacher: join, follow, or teach a class
     shell.model(page.url_path)
     try:
-        with script_slot():            # a few lesson scripts at a time (ui.serve); the rest wait their turn
+        # A few lesson scripts at a time (ui.serve); the rest wait their turn, except the teacher's.
+        with script_slot(first=classroom.teaching() is not None):
             page.run()
     finally:
         shell.lesson_footer(page.url_path)

@@ -167,6 +167,16 @@ def test_at_most_scripts_lesson_scripts_run_at_once_and_the_rest_wait_their_turn
         with pytest.raises(RuntimeError):
             fails()
     assert slots.acquire(timeout=1) and slots.acquire(timeout=1)
+    # every slot taken: the teacher's script still runs at once, the others wait
+    entered = threading.Event()
+    student = threading.Thread(target=lambda: (M.script_slot().__enter__(), entered.set()))
+    student.start()
+    with M.script_slot(first=True):
+        assert not entered.is_set()
+    assert not entered.wait(0.2), "a student waits while every slot is taken"
+    slots.release()
+    assert entered.wait(5)
+    student.join()
 
 
 def test_without_a_limit_scripts_never_wait(monkeypatch):

@@ -271,15 +271,18 @@ def _script_slots() -> threading.Semaphore:
 
 
 @contextmanager
-def script_slot():
+def script_slot(first: bool = False):
     """Run a lesson's script while at most DECODER_LAB_SCRIPTS others run (ui.serve sets it).
 
     A class's sessions all run their scripts at once. Their Python (figures, Streamlit) takes
     turns on the GIL in 5 ms slices, so a forward pass, which needs the GIL back between its
     tensor operations, waits behind every other script; with 25 at once the server kept only
     1.4 of 2 cores busy (bench/bench_class.py). A few scripts at a time, the rest waiting
-    their turn in order, keep the cores busy and finish the first ones sooner."""
-    if SCRIPTS <= 0:
+    their turn in order, keep the cores busy and finish the first ones sooner.
+
+    first=True (the teacher's session, whose screen the room watches and whose view the class
+    follows) never waits for a slot."""
+    if SCRIPTS <= 0 or first:
         yield
         return
     with _script_slots():
