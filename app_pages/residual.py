@@ -2,6 +2,7 @@
 and direct logit attribution."""
 
 import hashlib
+from typing import NamedTuple
 
 import streamlit as st
 import torch
@@ -118,6 +119,16 @@ with lens_note:
                       n=n_pos, k=len(window)))
 
 
+class LensColumn(NamedTuple):
+    """The lens at one position, one entry per depth (LogitLens.layers)."""
+    top_ids: list[int]
+    top_probs: list[float]
+    target_id: int              # the model's final prediction there
+    target_ranks: list[int]
+    target_probs: list[float]
+    layers: list[int]
+
+
 def lens_table(ids: tuple[int, ...], window: tuple[int, ...]):
     """The lens at the positions in window, as rows of depths. Under the causal mask the column
     at position p depends only on the tokens up to p, so each column is kept (for every session)
@@ -130,12 +141,17 @@ def lens_table(ids: tuple[int, ...], window: tuple[int, ...]):
     if missing:
         lens = LL.logit_lens(lm, page.run(lm, list(ids), names=NAMES), positions=missing, k=1, include_embed=True)
         for j, p in enumerate(missing):
-            found[p] = (lens.top_ids[:, j, 0].tolist(), lens.top_probs[:, j, 0].tolist(), int(lens.target_ids[j]),
-                        lens.target_ranks[:, j].tolist(), lens.target_probs[:, j].tolist(), lens.layers)
+            found[p] = LensColumn(lens.top_ids[:, j, 0].tolist(), lens.top_probs[:, j, 0].tolist(),
+                                  int(lens.target_ids[j]), lens.target_ranks[:, j].tolist(),
+                                  lens.target_probs[:, j].tolist(), lens.layers)
             kept.put(keys[p], found[p])
     cols = [found[p] for p in window]
-    rows = lambda i: [list(depth) for depth in zip(*(c[i] for c in cols))]   # noqa: E731 - [depth][pos]
-    return rows(0), rows(1), [c[2] for c in cols], rows(3), rows(4), cols[0][5]
+
+    def rows(field: str) -> list[list]:          # [depth][position]
+        return [list(depth) for depth in zip(*(getattr(c, field) for c in cols))]
+
+    return (rows("top_ids"), rows("top_probs"), [c.target_id for c in cols], rows("target_ranks"),
+            rows("target_probs"), cols[0].layers)
 
 
 top_ids, top_probs, target_ids, target_ranks, target_probs, lens_layers = lens_table(ids, window)

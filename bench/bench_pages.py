@@ -14,16 +14,12 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
-from bench.bench_class import OWN, cpu_seconds, peak_mb, wait_for_warmup
+from bench.bench_class import MODELS, OWN, cpu_seconds, peak_mb, wait_for_warmup
 from tests.browser import harness
 from ui import nav, warmup
 from ui.protocol import Client
-
-MODELS = ("smollm2-135m", "gemma-3-270m")
-
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_pages", description=__doc__.split("\n\n")[0])
