@@ -38,7 +38,8 @@ n_pos = len(tokens)
 labels = axis_labels(tokens)
 SINK_LAYERS = list(range(cfg.n_layers // 2, cfg.n_layers))      # second half: where the sink is measured
 NAMES = sorted(set(A.dla_names(lm)) | set(NO.residual_names(lm)) | set(LL.logit_lens_names(lm))
-               | set(NO.sink_names(lm, SINK_LAYERS)) | set(NO.sublayer_write_names(lm)))
+               | set(NO.sink_names(lm, SINK_LAYERS)) | set(NO.sublayer_write_names(lm))
+               | {name for layer in range(cfg.n_layers) for name in A.head_dla_names(lm, layer)})
 
 
 def part_label(kind: str, layer: int) -> str:
@@ -202,8 +203,7 @@ figure_area, controls = page.columns()
 with controls:
     head_layer = state.url_int("head_layer", page.t("heads.layer"), 0, L_LAST, strongest_attn,
                                help=page.t("heads.layer_help"))
-head_run = page.run(lm, tokens, names=A.head_dla_names(lm, head_layer))
-heads = A.head_logit_attribution(lm, head_run, token_id, head_layer, pos, other_token=other_id)
+heads = A.head_logit_attribution(lm, run, token_id, head_layer, pos, other_token=other_id)
 with figure_area:
     theme.plot(F.head_figure(page.t, heads.tolist(), head_layer, html_escape(what)), key="heads_chart", height=380)
 with controls:

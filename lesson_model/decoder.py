@@ -393,8 +393,10 @@ class Decoder(nn.Module):
         return self.W_E.T if self.cfg.tie_embeddings else self.W_U_untied
 
     def forward(self, ids: torch.Tensor, hooks: Hooks | None = None,
-                kv_cache: KVCache | None = None, last_only: bool = False) -> torch.Tensor:
-        """ids: [batch, pos] -> logits [batch, pos, vocab] (or [batch, 1, vocab] if last_only)."""
+                kv_cache: KVCache | None = None, last_only: bool = False, unembed: bool = True) -> torch.Tensor:
+        """ids: [batch, pos] -> logits [batch, pos, vocab] (or [batch, 1, vocab] if last_only).
+        unembed=False stops before the unembedding and returns the final-normed stream
+        [batch, pos, d_model], for a caller that reads only some of the logits, or none."""
         hooks = hooks if hooks is not None else Hooks(names=())
         start = len(kv_cache) if kv_cache is not None else 0
         positions = torch.arange(start, start + ids.shape[1], device=ids.device)   # [pos]
@@ -405,6 +407,8 @@ class Decoder(nn.Module):
         final = self.ln_final(resid, hooks, "ln_final")                           # [batch, pos, d_model]
         if last_only:          # the unembedding is the costly part with a big vocabulary: skip the rest
             final = final[:, -1:]                                                 # [batch, 1, d_model]
+        if not unembed:
+            return final                                                          # [batch, pos, d_model]
         return final @ self.W_U                                                   # [batch, pos, vocab]
 
     def hook_names(self) -> list[str]:

@@ -23,10 +23,11 @@ class Captures(Mapping):
     """
 
     def __init__(self, order: list[str], tensors: dict[str, torch.Tensor],
-                 deferred: dict[str, Callable[[], torch.Tensor]] | None = None):
+                 deferred: dict[str, Callable[[], torch.Tensor]] | None = None, hold: bool = True):
         self._order = order
         self._tensors = tensors
         self._deferred = dict(deferred or {})
+        self._hold = hold       # False: a deferred entry is computed at every read, never held (a shared cache's size stays put)
 
     def __getitem__(self, name: str) -> torch.Tensor:
         tensor = self._tensors.get(name)
@@ -34,7 +35,9 @@ class Captures(Mapping):
             make = self._deferred.get(name)
             if make is None:
                 raise KeyError(name)
-            tensor = self._tensors[name] = make()   # two threads may both compute it: same value
+            tensor = make()
+            if self._hold:
+                self._tensors[name] = tensor        # two threads may both compute it: same value
         return tensor
 
     def __contains__(self, name) -> bool:
@@ -58,8 +61,9 @@ class Captures(Mapping):
 class Run:
     """What one forward pass produced."""
     ids: torch.Tensor                  # [batch, pos]
-    logits: torch.Tensor               # [batch, pos, vocab]
+    logits: torch.Tensor | None        # [batch, pos, vocab] (None with unembed=False)
     cache: Mapping[str, torch.Tensor]  # captured hook points, by name (a Captures)
+    final: torch.Tensor | None = None  # [batch, pos, d_model] after the final norm, with unembed=False
 
 
 class LessonModel:
@@ -132,13 +136,14 @@ class LessonModel:
     def hook_names(self) -> list[str]:
         return list(self._hook_names)
 
-    def run(self, x, names=None, hooks: dict | None = None, last_only: bool = False) -> Run:
+    def run(self, x, names=None, hooks: dict | None = None, last_only: bool = False, unembed: bool = True) -> Run:
         """One forward pass with per-call captures and interventions.
 
         names=None captures every hook point; a list captures just those ([] captures none).
         hooks={name: fn} calls fn(tensor) at that point; a returned tensor replaces it.
         last_only=True: logits for the last position only, [batch, 1, vocab] (the hooks keep every position)
         (with a 262,144-entry vocabulary the unembedding of every position is most of the work).
+        unembed=False: no logits; Run.final holds the final-normed stream they would be made from.
         Nothing is stored on the model, so concurrent calls never see each other's hooks.
         """
         if isinstance(names, str):
@@ -158,15 +163,16 @@ class LessonModel:
         z_for_deferred = {n.replace(".hook_result", ".hook_z") for n in deferred}
         context = Hooks(names=(wanted - deferred) | z_for_deferred, fns=hooks)
         with torch.inference_mode():
-            logits = self.decoder(ids, context, last_only=last_only)
+            out = self.decoder(ids, context, last_only=last_only, unembed=unembed)
 
         to_cpu = (lambda t: t.cpu()) if self.device.type != "cpu" else (lambda t: t)
         tensors = {k: to_cpu(v) for k, v in context.cache.items() if k in wanted}
-        makers = {n: self._head_results_of(n, context.cache[n.replace(".hook_result", ".hook_z")]) for n in deferred}
+        makers = {n: self.head_results_of(n, context.cache[n.replace(".hook_result", ".hook_z")]) for n in deferred}
         order = [n for n in self._hook_names if n in wanted]
-        return Run(ids=to_cpu(ids), logits=to_cpu(logits), cache=Captures(order, tensors, makers))
+        logits, final = (to_cpu(out), None) if unembed else (None, to_cpu(out))
+        return Run(ids=to_cpu(ids), logits=logits, cache=Captures(order, tensors, makers), final=final)
 
-    def _head_results_of(self, name: str, z: torch.Tensor):
+    def head_results_of(self, name: str, z: torch.Tensor):
         """A function computing blocks.{L}.attn.hook_result from that layer's z, when called."""
         attn = self.decoder.blocks[int(name.split(".")[1])].attn
 

@@ -61,7 +61,7 @@ def test_placeholders():
 
 
 def _run(n_bytes: int) -> CachedRun:
-    return CachedRun(ids=(1,), last_logits=torch.zeros(n_bytes // 4), logits=None)
+    return CachedRun((1,), last_logits=torch.zeros(n_bytes // 4))
 
 
 def test_run_cache_is_bounded_by_bytes_and_lru():

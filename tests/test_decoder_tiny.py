@@ -156,6 +156,22 @@ def test_last_only_unembeds_the_last_position_and_keeps_every_hook(tiny):
         torch.testing.assert_close(last.cache[name], full.cache[name], rtol=0, atol=0)
 
 
+def test_unembed_false_stops_at_the_final_norm(tiny):
+    _, lm = tiny
+    ids = random_ids(lm, batch=2, n_pos=6)
+    names = ["ln_final.hook_normalized"]
+    full = lm.run(ids, names=names)
+    for last_only in (False, True):
+        run = lm.run(ids, names=names, last_only=last_only, unembed=False)
+        assert run.logits is None
+        out = full.cache[names[0]] * lm.decoder.ln_final.weight          # the final norm's output
+        want = out[:, -1:] if last_only else out
+        assert run.final.shape == want.shape                      # [batch, pos or 1, d_model]
+        torch.testing.assert_close(run.final, want, rtol=0, atol=0)
+        torch.testing.assert_close(run.final @ lm.decoder.W_U, full.logits[:, -run.final.shape[1]:],
+                                   rtol=1e-5, atol=1e-5)
+
+
 def test_hook_shapes_follow_the_table(tiny):
     _, lm = tiny
     cfg = lm.cfg

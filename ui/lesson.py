@@ -15,6 +15,7 @@ See docs/PAGES.md.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 from collections.abc import Hashable, Iterable, Sequence
@@ -133,7 +134,14 @@ class Lesson:
             st.caption(t("lesson.code_caption"))
             for obj in objects:
                 st.markdown(f"`{obj.__module__}.{obj.__qualname__}`")
-                st.code(inspect.getsource(obj), language="python", line_numbers=True)
+                st.code(source(obj), language="python", line_numbers=True)
+
+
+@functools.cache
+def source(obj) -> str:
+    """inspect.getsource, read once per object (it reads and tokenizes the module's file: a few
+    ms a page, on every rerun of every session)."""
+    return inspect.getsource(obj)
 
 
 def _start_example(prompt: str | None, values: dict) -> None:

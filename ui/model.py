@@ -18,6 +18,7 @@ import streamlit as st
 import torch
 
 import lesson_model
+from lesson_model.model import Captures
 from ui.i18n import t
 
 RUN_CACHE_MB = int(os.environ.get("DECODER_LAB_RUN_CACHE_MB", "512"))
@@ -153,19 +154,43 @@ def _load_text(load: ModelLoad) -> str:
              seconds=round(time.monotonic() - load.started))
 
 
-@dataclass(frozen=True)
 class CachedRun:
-    """What a page asked of one forward pass. Tensors keep lesson_model's batch dim (1)."""
+    """What a page asked of one forward pass. Tensors keep lesson_model's batch dim (1).
 
-    ids: tuple[int, ...]
-    last_logits: torch.Tensor                  # [vocab], the prediction for the next token
-    logits: torch.Tensor | None                # [1, pos, vocab] when asked with all_logits=True
-    cache: dict[str, torch.Tensor] = field(default_factory=dict)   # the hook tensors asked for
+    The last position's logits are unembedded when first read: half the pages never read them,
+    and with Gemma's 262,144-entry vocabulary that one product reads 671 MB of weights (55 ms,
+    a third of an 18-token pass). Either give ``last_logits``, or ``final`` (the last position
+    after the final norm, [1, 1, d_model]) with the model's ``unembedding`` [d_model, vocab]."""
+
+    def __init__(self, ids: tuple[int, ...], *, last_logits: torch.Tensor | None = None,
+                 logits: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None,
+                 final: torch.Tensor | None = None, unembedding: torch.Tensor | None = None):
+        if last_logits is None and (final is None or unembedding is None):
+            raise ValueError("CachedRun: give last_logits, or final with the unembedding")
+        self.ids = ids
+        self.logits = logits                   # [1, pos, vocab] when asked with all_logits=True
+        self.cache = cache if cache is not None else {}   # the hook tensors asked for
+        self._last_logits = last_logits
+        self._final = final
+        self._unembedding = unembedding
+        self._vocab = last_logits.numel() if last_logits is not None else unembedding.shape[1]
+
+    @property
+    def last_logits(self) -> torch.Tensor:
+        """[vocab], the prediction for the next token (two threads may both compute it: same value)."""
+        if self._last_logits is None:
+            with torch.inference_mode():
+                w = self._unembedding
+                self._last_logits = (self._final.to(w.device) @ w)[0, -1].cpu()
+        return self._last_logits
 
     @property
     def nbytes(self) -> int:
-        tensors = [self.last_logits, *self.cache.values()] + ([self.logits] if self.logits is not None else [])
-        return sum(x.element_size() * x.nelement() for x in tensors)
+        """What it holds, counting the last position's logits whether they are read yet or not."""
+        tensors = [t for t in (self.logits, self._final) if t is not None]
+        held = self.cache.held_bytes() if isinstance(self.cache, Captures) else sum(
+            x.element_size() * x.nelement() for x in self.cache.values())
+        return held + sum(x.element_size() * x.nelement() for x in tensors) + 4 * self._vocab
 
 
 class RunCache:
@@ -304,6 +329,12 @@ def cached_run(lm, ids: Iterable[int], names: Iterable[str] = (), *, all_logits:
     """
     ids = tuple(int(i) for i in ids)
     names = tuple(sorted(set(names)))
+    # Each head's write (hook_result, n_heads times the attention output) is kept as its layer's
+    # hook_z and computed from it at every read, as lesson_model.Captures defers it within a run.
+    results = [n for n in names if n.endswith(".attn.hook_result") and n not in (hooks or {})
+               and lm.device.type == "cpu"]
+    z_names = {n.replace(".hook_result", ".hook_z") for n in results}
+    captured = sorted((set(names) - set(results)) | z_names)
     if hooks and hooks_key is None:
         raise ValueError("cached_run: pass hooks_key, a hashable description of the hooks")
     key = (lm.name, ids, names, all_logits, hooks_key)
@@ -311,12 +342,14 @@ def cached_run(lm, ids: Iterable[int], names: Iterable[str] = (), *, all_logits:
     def compute() -> CachedRun:
         x = torch.tensor([ids], dtype=torch.long)
         # Only the last position's logits are kept unless all are asked for: skip unembedding the others.
-        run = lm.run(x, names=list(names), hooks=hooks, last_only=not all_logits)
-        return CachedRun(
-            ids=ids,
-            last_logits=run.logits[0, -1].detach().clone(),
-            logits=run.logits.detach().clone() if all_logits else None,
-            cache={name: run.cache[name].detach().clone() for name in names},
-        )
+        if all_logits:
+            run = lm.run(x, names=captured, hooks=hooks)
+            kept = dict(last_logits=run.logits[0, -1].detach().clone(), logits=run.logits.detach().clone())
+        else:      # only the last position, and unembedded only if a page reads it (CachedRun.last_logits)
+            run = lm.run(x, names=captured, hooks=hooks, last_only=True, unembed=False)
+            kept = dict(final=run.final.detach().clone(), unembedding=lm.decoder.W_U.detach())
+        tensors = {name: run.cache[name].detach().clone() for name in captured}
+        deferred = {n: lm.head_results_of(n, tensors[n.replace(".hook_result", ".hook_z")]) for n in results}
+        return CachedRun(ids, cache=Captures(list(names), tensors, deferred, hold=False), **kept)
 
     return run_cache().get_or_run(key, compute)

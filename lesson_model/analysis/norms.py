@@ -200,15 +200,18 @@ def residual_gradients(lm, x, token: int | None = None, position: int = -1) -> G
     n_pos = ids.shape[1]
     position = position % n_pos
     # Causal attention: the logit at ``position`` never sees a later token, so the gradient at
-    # later positions is zero; the pass stops at ``position`` and unembeds that position alone.
+    # later positions is zero; the pass stops at ``position``, and only the one logit followed
+    # is unembedded (one column of W_U, not the whole vocabulary, forward and back).
     ids = ids[:, :position + 1]                                                # [1, position + 1]
     names = gradient_names(lm)
     hooks = Hooks(names=names, fns={"hook_embed": lambda e: e.detach().requires_grad_(True)})
+    W_U = lm.decoder.W_U.detach()                                              # [d_model, vocab]
     with torch.enable_grad():
-        logits = lm.decoder(ids, hooks, last_only=True)[0, -1]                 # [vocab] at position
+        final = lm.decoder(ids, hooks, last_only=True, unembed=False)[0, -1]   # [d_model] at position
         if token is None:
-            token = int(logits.argmax())
-        grads = torch.autograd.grad(logits[token], [hooks.cache[n] for n in names])
+            token = int((final.detach() @ W_U).argmax())
+        logit = final @ W_U[:, token]                                          # [] that token's logit
+        grads = torch.autograd.grad(logit, [hooks.cache[n] for n in names])
     g = {n: gr[0].detach().float().cpu() for n, gr in zip(names, grads)}      # each [position + 1, d_model]
     L = lm.cfg.n_layers
     after = [g[f"blocks.{i + 1}.hook_resid_pre"] if i + 1 < L else g[f"blocks.{L - 1}.hook_resid_post"] for i in range(L)]
