@@ -115,6 +115,14 @@ def peak_mb(pid: int) -> float:
     return float("nan")
 
 
+def resident(pid: int) -> str:
+    """The server's resident memory now: all, anonymous (heap, tensors) and file-backed (the
+    memory-mapped weights, shared with any other app process)."""
+    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    mb = {k: int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "RssAnon", "RssFile") if k in fields}
+    return f"{mb.get('VmRSS', 0):.0f} MB now (anonymous {mb.get('RssAnon', 0):.0f}, files {mb.get('RssFile', 0):.0f})"
+
+
 def summary(values: list[float]) -> str:
     if not values:
         return "–"
@@ -195,7 +203,7 @@ def main(argv=None) -> None:
         start = time.monotonic()
         done = wait_for_warmup(log, timeout=1800)
         print(f"server warm in {time.monotonic() - start:.0f} s after its health check ({done}), "
-              f"peak {peak_mb(pid):.0f} MB", flush=True)
+              f"peak {peak_mb(pid):.0f} MB, {resident(pid)}", flush=True)
         spy = start_profile(pid, args.profile) if args.profile else None
         for n in args.students:
             for case in args.cases:
@@ -213,7 +221,7 @@ def main(argv=None) -> None:
                 rows.append(row)
                 print(" | ".join(str(c) for c in row), flush=True)
                 print(f"   {wall:.1f} s for the class (both views): the server used {cpu:.1f} CPU-s "
-                      f"({cpu / wall:.2f} cores), these simulated browsers {own:.1f} CPU-s", flush=True)
+                      f"({cpu / wall:.2f} cores), these simulated browsers {own:.1f} CPU-s; {resident(pid)}", flush=True)
                 for error in errors[:5]:
                     print("   error:", error[:300], flush=True)
         if spy is not None:

@@ -19,9 +19,10 @@ import torch
 
 import lesson_model
 from lesson_model.model import Captures
+from ui.heap import release_free_heap
 from ui.i18n import t
 
-RUN_CACHE_MB = int(os.environ.get("DECODER_LAB_RUN_CACHE_MB", "512"))
+RUN_CACHE_MB = int(os.environ.get("DECODER_LAB_RUN_CACHE_MB", "256"))
 FORWARDS = int(os.environ.get("DECODER_LAB_FORWARDS", "1"))      # forward passes at once (bench/bench_class.py)
 SCRIPTS = int(os.environ.get("DECODER_LAB_SCRIPTS", "0"))        # lesson scripts at once (0: no limit)
 THREADS_ENV = "DECODER_LAB_THREADS"   # torch intra-op threads of the app process (bench/bench_app.py)
@@ -72,6 +73,7 @@ class ModelShelf:
             if os.environ.get(THREADS_ENV):
                 torch.set_num_threads(int(os.environ[THREADS_ENV]))
             load.model = lesson_model.load_model(load.key, progress=load.report)
+            release_free_heap()      # the tokenizer's parse leaves freed pages behind (ui.heap)
         except BaseException as exc:   # noqa: BLE001 - handed to every session that waits
             load.error = exc
         finally:

@@ -5,34 +5,15 @@ first students are served from warm caches."""
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 import threading
 from pathlib import Path
 
 from ui import warmup
+from ui.heap import tune_malloc
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
-
-
-def tune_malloc() -> None:
-    """Many session threads allocate and free big tensors: glibc's default gives each thread
-    its own heap arena and raises its mmap threshold as it goes, so freed tensors stay in the
-    process (resident memory grew by a gigabyte over one class in bench/bench_class.py).
-    Two arenas and a fixed 1 MB threshold give big tensors back to the system when freed.
-    DECODER_LAB_MALLOC=default keeps glibc's defaults."""
-    if os.environ.get("DECODER_LAB_MALLOC", "") == "default" or not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6")
-    except OSError:
-        return
-    libc.mallopt(M_ARENA_MAX, 2)
-    libc.mallopt(M_MMAP_THRESHOLD, 1 << 20)
-
-
-M_ARENA_MAX, M_MMAP_THRESHOLD = -8, -3      # mallopt parameters (malloc.h)
 
 
 def coalesce_wakeups() -> None:

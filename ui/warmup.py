@@ -103,6 +103,7 @@ def own_base(timeout: float = 600) -> str:
 
 def _run(base: str | None) -> None:
     from ui import model as models
+    from ui.heap import release_free_heap
     from ui.protocol import Client
 
     for key in models.MODELS:               # loads in the background; sessions show the progress
@@ -131,6 +132,7 @@ def _run(base: str | None) -> None:
     finally:
         gc.collect()
         gc.freeze()
+        release_free_heap()                # what the warm-up's own runs freed goes back (ui.heap)
         _status.finished = time.monotonic()
         seconds = _status.finished - _status.started
         print(f"{DONE_LINE} in {seconds:.0f} s: {_status.done} views, {len(_status.errors)} errors", file=sys.stderr,
