@@ -11,17 +11,26 @@ from lesson_model.analysis import attribution as A
 from lesson_model.analysis import lens as LL
 from lesson_model.analysis import norms as NO
 from lesson_model.decoder import Block, RMSNorm
-from ui import state, theme
+from ui import presenter, state, theme
 from ui import figures_residual as F
 from ui.i18n import current_lang, join_list, join_sentences, with_paren
 from ui.lesson import Lesson
 from ui.model import shared_lru
 from ui.text import html_escape, md_escape, num
-from ui.tokens import axis_labels, label, md_label, plot_label, readable_texts
+from ui.tokens import axis_labels, cell_label, label, md_label, plot_label, readable_texts
 
 CAP = 64            # tokens of the prompt this page runs
 LENS_COLUMNS = 12   # most positions shown in the logit-lens grid (ending at the chosen one)
 LENS_CACHE_COLUMNS = 4096   # lens columns kept for every session (a few kilobytes each)
+# The lens grid's cells share about this many pixels at a laptop's 1024 px with the sidebar open
+# (more in presenter mode, whose sidebar is closed); a cell's text takes 0.55 of its font size
+# per column (ui.text.text_width: a Chinese character two), so a long token is cut to fit.
+LENS_GRID_PX, LENS_GRID_PX_PRESENT, LENS_CELL_FONT = 400, 700, 13
+
+
+def lens_cell_columns(n_columns: int) -> int:
+    grid = LENS_GRID_PX_PRESENT if presenter.active() else LENS_GRID_PX
+    return max(2, int(grid / n_columns / (0.55 * theme.font_px(LENS_CELL_FONT))))
 CANDIDATES = 10     # next-token candidates offered for attribution
 
 page = Lesson("residual")
@@ -157,9 +166,11 @@ def lens_table(ids: tuple[int, ...], window: tuple[int, ...]):
 
 top_ids, top_probs, target_ids, target_ranks, target_probs, lens_layers = lens_table(ids, window)
 lens_depths = [depth_label(d + 1) for d in lens_layers]
-cell_labels = [[plot_label(lm.token_text(i), 10) for i in row] for row in top_ids]
+fit = lens_cell_columns(len(window))
+cell_labels = [[cell_label(lm.token_text(i), fit) for i in row] for row in top_ids]
+hover_labels = [[plot_label(lm.token_text(i)) for i in row] for row in top_ids]      # the whole token
 theme.plot(F.lens_figure(page.t, [labels[p] for p in window], lens_depths, cell_labels, top_probs,
-                         [short_depths[d + 1] for d in lens_layers]),
+                         [short_depths[d + 1] for d in lens_layers], hover_labels=hover_labels, font=LENS_CELL_FONT),
            key="lens_chart", height=220 + 24 * len(lens_depths))
 col = len(window) - 1                                               # the chosen position's column
 predicted = target_ids[col]

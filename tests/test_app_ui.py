@@ -7,8 +7,8 @@ import torch
 
 from ui.i18n import lang_from_locale, parse_lang, placeholders
 from ui.model import CachedRun, RunCache
-from ui.text import code_span, md_escape
-from ui.tokens import axis_labels, label, md_label, plot_label, visible
+from ui.text import code_span, md_escape, shorten_to_width, text_width
+from ui.tokens import axis_labels, cell_label, label, md_label, plot_label, visible
 
 
 def test_whitespace_is_made_visible():
@@ -20,6 +20,14 @@ def test_whitespace_is_made_visible():
 def test_labels_are_shortened_and_keep_byte_pieces():
     assert label("<E5 A4>") == "<E5 A4>"
     assert label("x" * 40) == "x" * 15 + "…"
+
+
+def test_cell_labels_fit_a_width_where_a_chinese_character_counts_two():
+    assert text_width("cat") == 3 and text_width("椅子") == 4 and text_width("ｃａｔ") == 6
+    assert shorten_to_width("sofa", 4) == "sofa" and shorten_to_width("sofas", 4) == "sof…"
+    assert shorten_to_width("一直在等", 5) == "一直…" and shorten_to_width("一直在等", 4) == "一…"
+    assert cell_label(" the", 4) == "·the" and cell_label(" <b>bold", 5) == "·&lt;b&gt;…"
+    assert all(text_width(shorten_to_width(t, n)) <= n for t in ("pformat", "猫坐在垫子上", "a猫b") for n in range(2, 9))
 
 
 def test_axis_labels_are_unique_and_escaped():

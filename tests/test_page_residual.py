@@ -298,7 +298,8 @@ def test_lens_columns_kept_by_prefix_match_the_lens_of_the_edited_prompt(open_pa
     depend only on the tokens up to them, under the causal mask): every cell of the grid is
     still the lens of the new prompt, the new columns included."""
     from ui.model import shared_lru
-    from app_pages.residual import LENS_CACHE_COLUMNS
+    from app_pages.residual import LENS_CACHE_COLUMNS, lens_cell_columns
+    from ui.tokens import cell_label
     base = "The lens reads the stream after each block as if it were the last one, so the"
     open_page(PAGE, lang="en", prompt=base, model="smollm2-135m")
     kept = shared_lru("residual.lens_columns", LENS_CACHE_COLUMNS)
@@ -314,8 +315,12 @@ def test_lens_columns_kept_by_prefix_match_the_lens_of_the_edited_prompt(open_pa
     window = list(range(n - 12, n))
     lens = LL.logit_lens(lm, run, positions=window, k=1, include_embed=True)
     assert arr(grid["z"]) == pytest.approx(lens.top_probs[..., 0].numpy(), abs=1e-5)
-    assert [list(row) for row in grid["text"]] == [[plot_label(lm.token_text(int(i)), 10) for i in row]
+    fit = lens_cell_columns(len(window))        # each cell's text cut to fit it, the hover in full
+    assert [list(row) for row in grid["text"]] == [[cell_label(lm.token_text(int(i)), fit) for i in row]
                                                     for row in lens.top_ids[..., 0]]
+    assert all(plot_label(lm.token_text(int(i))) in hover
+               for ids, hovers in zip(lens.top_ids[..., 0], grid["customdata"]) for i, hover in zip(ids, hovers))
+    assert any(text.endswith("…") for row in grid["text"] for text in row)     # this prompt has tokens cut
     # a prompt that differs in its first token shares no prefix: every column is its own
     other = "A" + edited[3:]
     before = len(kept)

@@ -82,14 +82,15 @@ def norm_heatmap(tr: T, depth_labels: Sequence[str], token_labels: Sequence[str]
 
 
 def lens_figure(tr: T, token_labels: Sequence[str], depth_labels: Sequence[str], top_labels, top_probs,
-                axis_depths: Sequence[str] | None = None) -> go.Figure:
+                axis_depths: Sequence[str] | None = None, hover_labels=None, font: int = 13) -> go.Figure:
     """Logit lens grid: rows = depth, columns = position; cell = top token, colour = its probability.
-    ``axis_depths``: short row labels for the axis, which leaves the cells more room on a phone."""
+    ``axis_depths``: short row labels for the axis, which leaves the cells more room on a phone.
+    ``hover_labels``: the top tokens in full for the hover (default the cells' own labels)."""
     hover = [[tr("lens.hover", depth=d, token=tok, top=lab, p=f"{p:.1%}") for tok, lab, p in zip(token_labels, row_l, row_p)]
-             for d, row_l, row_p in zip(depth_labels, top_labels, top_probs)]
+             for d, row_l, row_p in zip(depth_labels, hover_labels or top_labels, top_probs)]
     fig = go.Figure(go.Heatmap(
         z=top_probs, x=list(token_labels), y=list(axis_depths or depth_labels), text=top_labels, texttemplate="%{text}",
-        textfont=dict(size=13), customdata=hover, hovertemplate="%{customdata}<extra></extra>",
+        textfont=dict(size=font), customdata=hover, hovertemplate="%{customdata}<extra></extra>",
         colorscale=theme.SEQUENTIAL, zmin=0, zmax=1, xgap=1, ygap=1,
         colorbar=dict(title=dict(text=tr("lens.scale"), side="right"), tickformat=".0%", thickness=14)))
     fig.update_xaxes(title=tr("lens.x"), type="category", side="top", tickangle=-45)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import re
 import string
+import unicodedata
 
 _MD_SPECIAL = re.compile("([" + re.escape(string.punctuation) + "])")
 _BACKTICKS = re.compile("`+")
@@ -48,3 +49,23 @@ def num(x: float, spec: str = ".2f") -> str:
 
 def shorten(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def text_width(text: str) -> int:
+    """How many columns ``text`` takes: a Chinese character (East Asian wide or fullwidth) two,
+    other characters one."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def shorten_to_width(text: str, columns: int) -> str:
+    """``text`` cut to at most ``columns`` (text_width), with "…" (one column) where it was cut."""
+    if text_width(text) <= columns:
+        return text
+    out, used = [], 0
+    for ch in text:
+        w = text_width(ch)
+        if used + w > columns - 1:
+            break
+        out.append(ch)
+        used += w
+    return "".join(out) + "…"

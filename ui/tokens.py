@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from ui.i18n import with_paren
-from ui.text import code_span, html_escape, md_escape, shorten
+from ui.text import code_span, html_escape, md_escape, shorten, shorten_to_width
 
 VISIBLE = {" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"}
 LABEL_LIMIT = 16
@@ -47,6 +47,12 @@ def label(token, limit: int = LABEL_LIMIT) -> str:
 def plot_label(token, limit: int = LABEL_LIMIT) -> str:
     """Label for plotly text (titles, hover, annotations): visible and HTML-escaped."""
     return html_escape(label(token, limit))
+
+
+def cell_label(token, columns: int) -> str:
+    """plot_label for text inside a chart's cell: visible, cut to ``columns`` (ui.text.text_width,
+    a Chinese character two) and HTML-escaped."""
+    return html_escape(shorten_to_width(visible(_text(token)), columns))
 
 
 def md_label(token, limit: int = LABEL_LIMIT) -> str:
