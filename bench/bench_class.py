@@ -235,8 +235,21 @@ def main(argv=None) -> None:
     print("\n".join(table))
     output = args.output or (RESULTS if args.students == [1, 10, 25] and len(args.cases) == 2 else None)
     if output:
-        Path(output).write_text(text)
+        Path(output).write_text(with_table(Path(output), table, text))
         print(f"written to {output}")
+
+
+def with_table(path: Path, table: list[str], text: str) -> str:
+    """The file at path with its first table replaced by this one (the notes around it kept),
+    or ``text`` when there is no such file or table yet."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    start = next((i for i, line in enumerate(lines) if line.startswith("| students")), None)
+    if start is None:
+        return text
+    end = start
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    return "\n".join(lines[:start] + table + lines[end:]) + "\n"
 
 
 if __name__ == "__main__":
