@@ -73,14 +73,6 @@ def open_from_chart() -> None:
         state.set_value("head", int(head))
 
 
-@st.cache_data(max_entries=64, show_spinner=False)
-def measured_kv_bytes(_lm, model_name: str, ids: tuple[int, ...]) -> tuple[int, int]:
-    """Run one generation step on the prompt with the KV cache; (positions, bytes) it holds.
-    Keyed on the model's name too: the same ids mean other tokens in the other model."""
-    step = next(iter(_lm.generate_steps(list(ids), max_new_tokens=1, temperature=0)))
-    return step.kv_positions, step.kv_bytes
-
-
 measures = H.head_measures(lm, run)                  # {measure: [n_layers, n_heads]}
 has_repeats = bool(H.induction_targets(H.run_ids(run)))
 globals_text = join_list(str(layer) for layer in range(cfg.n_layers) if cfg.window(layer) is None)
@@ -267,7 +259,8 @@ if this.window:
                                   page.t("fig.layers_title", n=f"{context:,}")),
                key="kv_layers_chart", height=theme.presenter_height(380),
                title_width=theme.WIDE_TITLE)     # taller in presenter mode: room for the axis title above the legend
-positions, measured = measured_kv_bytes(lm, lm.name, tuple(tok.id for tok in tokens))
+kv_cache = K.kv_cache_of_run(run, cfg.n_layers)        # this pass's keys and values, as generation keeps them
+positions, measured = len(kv_cache), sum(kv_cache.nbytes(layer) for layer in range(cfg.n_layers))
 st.caption(page.t("kv_measured_one" if positions == 1 else "kv_measured", n=positions, bytes=f"{measured:,}",
                   per=f"{K.kv_bytes_per_token(this, 'fp32'):,.0f}"))
 
@@ -330,4 +323,4 @@ if this.window:
 if cfg.qk_norm:
     worked.append(page.t("math_qk_norm"))
 page.math(join_sentences(worked))
-page.code(Attention.forward, KVCache, H.head_measures, K.kv_bytes_per_token)
+page.code(Attention.forward, KVCache, K.kv_cache_of_run, H.head_measures, K.kv_bytes_per_token)

@@ -4,6 +4,7 @@ bytes a real generation with the KV cache holds."""
 from __future__ import annotations
 
 import pytest
+import torch
 
 from lesson_model.analysis import kv_memory as K
 from tests._fixtures_model import tiny_gemma  # noqa: F401  (fixture)
@@ -118,3 +119,25 @@ def test_gemma_matches_a_real_kv_cache(gemma):
     assert K.kv_bytes_per_token(shape, "fp32") == per
     last = list(gemma.generate_steps("The cat sat", max_new_tokens=2, temperature=0))[-1]
     assert last.kv_bytes == K.kv_bytes(shape, last.kv_positions, "fp32")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("which", ["lm", "gemma"])
+def test_the_cache_of_a_run_is_what_a_generation_step_keeps(request, which):
+    """kv_cache_of_run (the heads page's measurement) holds what a real generation step's cache
+    holds after reading the prompt, and it works as that cache: the next token through it gives
+    the logits of a full pass over prompt + token."""
+    from lesson_model import Hooks
+    m = request.getfixturevalue(which)
+    ids = m.to_ids("The cat sat on the mat because it")
+    run = m.run(ids, names=K.kv_cache_names(m.cfg.n_layers))
+    cache = K.kv_cache_of_run(run, m.cfg.n_layers)
+    step = next(iter(m.generate_steps(ids, max_new_tokens=1, temperature=0)))
+    assert len(cache) == step.kv_positions == ids.shape[1]
+    assert sum(cache.nbytes(layer) for layer in range(m.cfg.n_layers)) == step.kv_bytes
+    new = torch.tensor([[step.token_id]])
+    with torch.inference_mode():
+        via_cache = m.decoder(new, Hooks(names=()), kv_cache=cache, last_only=True)[0, -1]
+    full = m.run(torch.cat([ids, new], dim=1), names=[]).logits[0, -1]
+    torch.testing.assert_close(via_cache, full, rtol=1e-4, atol=2e-3)
+    assert len(cache) == ids.shape[1] + 1

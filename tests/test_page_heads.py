@@ -324,7 +324,7 @@ def test_gemma_page_teaches_its_own_shapes(open_page, gemma):
     assert [needed[str(layer)] for layer in range(cfg.n_layers)] == K.positions_needed_by_layer(cfg, 4096)
     kv_lines = [t["name"] for t in figs["kv_chart"]["data"]]
     assert f"{gemma.name}, window-aware cache" in kv_lines
-    # The cache measured during a real generation step: the full kind, per position from the config.
+    # The cache this pass leaves (what a generation step keeps): the full kind, per position from the config.
     n = len(gemma.tokenize(DEFAULT))
     assert f"holds {n} positions in {K.kv_bytes(shape, n, 'fp32'):,.0f} bytes" in text
     assert f"exactly {K.kv_bytes_per_token(shape, 'fp32'):,.0f} bytes per position (fp32)" in text
@@ -338,7 +338,7 @@ def test_gemma_page_teaches_its_own_shapes(open_page, gemma):
 
 def test_gemma_window_fits_and_the_same_ids_in_both_models(open_page, lm, gemma):
     """Below the window nothing is saved (the page says so); the measured KV cache is each
-    model's own (measured_kv_bytes is keyed on the model, not only on the ids)."""
+    model's own (built from that model's run, not from the ids)."""
     prompt = "The cat sat on the mat."
     for model, m in (("smollm2-135m", lm), (GEMMA, gemma)):
         at = open_page("heads", lang="en", prompt=prompt, model=model, params={"ctx": "300"})

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from lesson_model.decoder import KVCache
+
 BYTES_PER_VALUE: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5}
 
 
@@ -133,3 +135,20 @@ def human_bytes(n: float) -> tuple[float, str]:
             return n, unit
         n /= 1024
     return n, "TiB"
+
+
+def kv_cache_names(n_layers: int) -> list[str]:
+    """Hook points kv_cache_of_run reads: every layer's keys after RoPE and its values."""
+    return [f"blocks.{layer}.attn.{h}" for layer in range(n_layers) for h in ("hook_rot_k", "hook_v")]
+
+
+def kv_cache_of_run(run, n_layers: int) -> KVCache:
+    """The KV cache a pass over the run's tokens leaves: each layer's keys after RoPE and its
+    values, appended as Attention.forward appends them when it is given a cache (what a
+    generation step holds after reading the prompt). Reads kv_cache_names(n_layers)."""
+    cache = KVCache(n_layers)
+    for layer in range(n_layers):
+        a = f"blocks.{layer}.attn"
+        cache.append(layer, run.cache[f"{a}.hook_rot_k"], run.cache[f"{a}.hook_v"])   # [batch, pos, n_kv_heads, d_head]
+    return cache
+
