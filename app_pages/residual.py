@@ -22,6 +22,7 @@ from ui.tokens import axis_labels, cell_label, label, md_label, plot_label, read
 CAP = 64            # tokens of the prompt this page runs
 LENS_COLUMNS = 12   # most positions shown in the logit-lens grid (ending at the chosen one)
 LENS_CACHE_COLUMNS = 4096   # lens columns kept for every session (a few kilobytes each)
+CANDIDATES = 10     # next-token candidates offered for attribution
 # The lens grid's cells share about this many pixels at a laptop's 1024 px with the sidebar open
 # (more in presenter mode, whose sidebar is closed); a cell's text takes 0.55 of its font size
 # per column (ui.text.text_width: a Chinese character two), so a long token is cut to fit.
@@ -31,7 +32,7 @@ LENS_GRID_PX, LENS_GRID_PX_PRESENT, LENS_CELL_FONT = 400, 700, 13
 def lens_cell_columns(n_columns: int) -> int:
     grid = LENS_GRID_PX_PRESENT if presenter.active() else LENS_GRID_PX
     return max(2, int(grid / n_columns / (0.55 * theme.font_px(LENS_CELL_FONT))))
-CANDIDATES = 10     # next-token candidates offered for attribution
+
 
 page = Lesson("residual")
 page.header()

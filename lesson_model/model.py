@@ -155,11 +155,7 @@ class LessonModel:
             raise KeyError(f"unknown hook point(s): {sorted(unknown)[:5]}")
         ids = self.to_ids(x)
 
-        # Per-head writes that are only looked at (no hook function) are computed when read,
-        # from hook_z; see Captures. (On a GPU they are computed now: the cache moves to the CPU.)
-        deferred = set()
-        if self.device.type == "cpu":
-            deferred = {n for n in wanted if n.endswith(".attn.hook_result") and n not in hooks}
+        deferred = self.deferred_results(wanted, hooks)
         z_for_deferred = {n.replace(".hook_result", ".hook_z") for n in deferred}
         context = Hooks(names=(wanted - deferred) | z_for_deferred, fns=hooks)
         with torch.inference_mode():
@@ -171,6 +167,14 @@ class LessonModel:
         order = [n for n in self._hook_names if n in wanted]
         logits, final = (to_cpu(out), None) if unembed else (None, to_cpu(out))
         return Run(ids=to_cpu(ids), logits=logits, cache=Captures(order, tensors, makers), final=final)
+
+    def deferred_results(self, names, hooks: dict | None = None) -> set[str]:
+        """The per-head writes (hook_result) among ``names`` that are only looked at (no hook
+        function changes them): a run computes them when read, from hook_z; see Captures.
+        (On a GPU none: they are computed in the pass, as the cache moves to the CPU.)"""
+        if self.device.type != "cpu":
+            return set()
+        return {n for n in names if n.endswith(".attn.hook_result") and n not in (hooks or {})}
 
     def head_results_of(self, name: str, z: torch.Tensor):
         """A function computing blocks.{L}.attn.hook_result from that layer's z, when called."""

@@ -165,13 +165,13 @@ class CachedRun:
     after the final norm, [1, 1, d_model]) with the model's ``unembedding`` [d_model, vocab]."""
 
     def __init__(self, ids: tuple[int, ...], *, last_logits: torch.Tensor | None = None,
-                 logits: torch.Tensor | None = None, cache: dict[str, torch.Tensor] | None = None,
+                 logits: torch.Tensor | None = None, cache: Captures | None = None,
                  final: torch.Tensor | None = None, unembedding: torch.Tensor | None = None):
         if last_logits is None and (final is None or unembedding is None):
             raise ValueError("CachedRun: give last_logits, or final with the unembedding")
         self.ids = ids
         self.logits = logits                   # [1, pos, vocab] when asked with all_logits=True
-        self.cache = cache if cache is not None else {}   # the hook tensors asked for
+        self.cache = cache if cache is not None else Captures([], {})   # the hook tensors asked for
         self._last_logits = last_logits
         self._final = final
         self._unembedding = unembedding
@@ -190,9 +190,7 @@ class CachedRun:
     def nbytes(self) -> int:
         """What it holds, counting the last position's logits whether they are read yet or not."""
         tensors = [t for t in (self.logits, self._final) if t is not None]
-        held = self.cache.held_bytes() if isinstance(self.cache, Captures) else sum(
-            x.element_size() * x.nelement() for x in self.cache.values())
-        return held + sum(x.element_size() * x.nelement() for x in tensors) + 4 * self._vocab
+        return self.cache.held_bytes() + sum(x.element_size() * x.nelement() for x in tensors) + 4 * self._vocab
 
 
 class RunCache:
@@ -333,8 +331,7 @@ def cached_run(lm, ids: Iterable[int], names: Iterable[str] = (), *, all_logits:
     names = tuple(sorted(set(names)))
     # Each head's write (hook_result, n_heads times the attention output) is kept as its layer's
     # hook_z and computed from it at every read, as lesson_model.Captures defers it within a run.
-    results = [n for n in names if n.endswith(".attn.hook_result") and n not in (hooks or {})
-               and lm.device.type == "cpu"]
+    results = lm.deferred_results(names, hooks)
     z_names = {n.replace(".hook_result", ".hook_z") for n in results}
     captured = sorted((set(names) - set(results)) | z_names)
     if hooks and hooks_key is None:
