@@ -84,6 +84,9 @@ def test_example_patterns_are_the_top_heads(exp):
     assert list(exp.example_patterns) == top
     for pattern in exp.example_patterns.values():
         assert pattern.shape == (2 * SEQ, 2 * SEQ)
+        # its own storage, not a view of every layer's patterns: st.cache_data pickles the whole
+        # storage behind a view (10.8 MB a head on SmolLM2 at the page's length, not 40 KB)
+        assert pattern.untyped_storage().nbytes() == pattern.numel() * pattern.element_size()
 
 
 def test_zero_heads_hooks_zero_only_those_heads(lm):

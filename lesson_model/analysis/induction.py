@@ -117,7 +117,8 @@ def induction_experiment(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
     loss = torch.cat(losses).mean(0)                                   # [2L-1]; loss[p] predicts token p+1
     loss_first = loss[0:seq_len - 1]                                   # tokens 1..L-1
     loss_second = loss[seq_len:2 * seq_len - 1]                        # tokens L+1..2L-1
-    examples = {(layer, head): first_patterns[layer, head]
+    # Each example its own [2L, 2L] copy: a view would keep (and pickle) all L x H patterns.
+    examples = {(layer, head): first_patterns[layer, head].clone()
                 for layer, head, _ in top_k_heads(scores, n_examples)}
     hit = torch.cat(hits)                                              # [n_seqs, 2L-1]
     return InductionExperiment(seq_len, seed, tokens, scores, loss_first, loss_second, examples,
