@@ -14,6 +14,7 @@ Two vocabulary styles are read:
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from datetime import datetime
 from functools import lru_cache
@@ -82,6 +83,9 @@ class TokenizerView:
                  bos_token: str | None = None, add_bos: bool = False,
                  eos_token: str | list[str] | None = None):
         self.tokenizer = tokenizer
+        # Every encode takes this lock: encode_literal flips a setting of this one shared tokenizer
+        # (a second copy of Gemma's would hold 74 MB), and no other encode may run meanwhile.
+        self._encoding = threading.Lock()
         self.chat_template = chat_template
         self.bos_token = bos_token
         self.bos_id = tokenizer.token_to_id(bos_token) if (add_bos and bos_token) else None
@@ -131,8 +135,21 @@ class TokenizerView:
         return text is None or ids.count(self.bos_id) > text.count(self.bos_token)
 
     def encode(self, text: str) -> list[int]:
-        ids = self.tokenizer.encode(text, add_special_tokens=False).ids
+        with self._encoding:
+            ids = self.tokenizer.encode(text, add_special_tokens=False).ids
         return ([self.bos_id] if self.bos_id is not None else []) + ids
+
+    def encode_literal(self, text: str) -> list[int]:
+        """``text``'s ids with special-token matching turned off (no <bos> added): a typed
+        ``<|im_start|>`` becomes ordinary pieces (``<``, ``|``, ``im``...), as a server should
+        tokenize untrusted text."""
+        with self._encoding:
+            before = self.tokenizer.encode_special_tokens
+            self.tokenizer.encode_special_tokens = True
+            try:
+                return self.tokenizer.encode(text, add_special_tokens=False).ids
+            finally:
+                self.tokenizer.encode_special_tokens = before
 
     def tokens(self, ids: list[int], text: str | None = None) -> list[Token]:
         """Tokens for ids; with the source text, spans are character offsets into it.

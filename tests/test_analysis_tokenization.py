@@ -152,6 +152,37 @@ def test_typed_special_tokens_and_the_literal_reading(smollm2):
     assert b"".join(t.bytes for t in literal) == text.encode()                 # the same text, as ordinary pieces
     # the shared tokenizer is untouched
     assert [t.id for t in smollm2.tokenize(text)] == [1, 4093, 15876, 2]
+    assert smollm2.tokenizer.tokenizer.encode_special_tokens is False
+
+
+def test_literal_reading_under_concurrency(smollm2):
+    """Sessions encode at the same time as one reads literally: the literal mode is a setting of
+    the one shared tokenizer, so every encode waits for the lock (a wrong answer here means an
+    encode saw the other mode)."""
+    import sys
+    import threading
+
+    text = "<|im_start|>user hi<|im_end|>"
+    plain, literal = smollm2.encode(text), smollm2.tokenizer.encode_literal(text)
+    assert plain != literal
+    wrong, switch = [], sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)                     # threads trade the GIL between nearly every bytecode
+
+    def work(read_literally: bool) -> None:
+        for _ in range(300):
+            got = smollm2.tokenizer.encode_literal(text) if read_literally else smollm2.encode(text)
+            if got != (literal if read_literally else plain):
+                wrong.append(got)
+
+    try:
+        threads = [threading.Thread(target=work, args=(i % 2 == 0,)) for i in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(switch)
+    assert not wrong
 
 
 def test_finish_characters(smollm2):

@@ -179,25 +179,12 @@ def typed_special_tokens(lm, text: str) -> list[Token]:
     return [tok for tok in lm.tokenize(text) if tok.special and not tok.added]
 
 
-_LITERAL: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def literal_tokens(lm, text: str) -> list[Token]:
     """``text`` tokenized with special-token matching turned off: ``<|im_start|>`` becomes
-    ordinary pieces (``<``, ``|``, ``im``...), as a server should tokenize untrusted text.
-
-    Uses a private copy of the tokenizer (``encode_special_tokens``), so the shared one,
-    which every session uses at the same time, is never reconfigured.
+    ordinary pieces (``<``, ``|``, ``im``...), as a server should tokenize untrusted text
+    (TokenizerView.encode_literal).
     """
-    from tokenizers import Tokenizer
-
-    with _FACTS_LOCK:
-        literal = _LITERAL.get(lm)
-        if literal is None:
-            literal = Tokenizer.from_str(lm.tokenizer.tokenizer.to_str())
-            literal.encode_special_tokens = True
-            _LITERAL[lm] = literal
-    ids = literal.encode(text, add_special_tokens=False).ids
+    ids = lm.tokenizer.encode_literal(text)
     return lm.tokenizer.tokens(ids, text)
 
 
