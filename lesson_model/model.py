@@ -6,8 +6,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
-from .decoder import Decoder, Hooks
+from .decoder import Decoder, Hooks, KVCache
 from .generation import generate_steps
 from .tokens import Token, TokenizerView, bytes_as_text
 
@@ -55,6 +56,24 @@ class Captures(Mapping):
     def held_bytes(self) -> int:
         """Bytes of the tensors held right now (deferred entries not yet read count as nothing)."""
         return sum(t.numel() * t.element_size() for t in self._tensors.values())
+
+
+def continue_capture(name: str, before: torch.Tensor, after: torch.Tensor, n_start: int) -> torch.Tensor:
+    """One hook point's capture over a whole sequence, joined from a run over its start
+    (``before``: its first n_start positions, or more) and a pass that continued from that
+    run's KV cache of them (``after``: the positions that follow, LessonModel.run with
+    kv_cache). The same tensor a pass over the whole sequence captures, up to float rounding:
+    under the causal mask no position depends on a later one.
+
+    Attention scores and patterns are [batch, heads, q_pos, k_pos]: the earlier queries' rows
+    get the later keys as masked, -inf scores and 0 weights, as a whole pass gives them. Every
+    other hook point is [batch, pos, ...]."""
+    if name.endswith((".hook_attn_scores", ".hook_pattern")):
+        n_new = after.shape[2]                                                    # after: [batch, heads, n_new, n_start + n_new]
+        masked = float("-inf") if name.endswith(".hook_attn_scores") else 0.0
+        rows = F.pad(before[:, :, :n_start, :n_start], (0, n_new), value=masked)  # [batch, heads, n_start, n_start + n_new]
+        return torch.cat([rows, after], dim=2)
+    return torch.cat([before[:, :n_start], after], dim=1)                         # [batch, n_start + n_new, ...]
 
 
 @dataclass
@@ -136,7 +155,8 @@ class LessonModel:
     def hook_names(self) -> list[str]:
         return list(self._hook_names)
 
-    def run(self, x, names=None, hooks: dict | None = None, last_only: bool = False, unembed: bool = True) -> Run:
+    def run(self, x, names=None, hooks: dict | None = None, last_only: bool = False, unembed: bool = True,
+            kv_cache: KVCache | None = None) -> Run:
         """One forward pass with per-call captures and interventions.
 
         names=None captures every hook point; a list captures just those ([] captures none).
@@ -144,6 +164,9 @@ class LessonModel:
         last_only=True: logits for the last position only, [batch, 1, vocab] (the hooks keep every position)
         (with a 262,144-entry vocabulary the unembedding of every position is most of the work).
         unembed=False: no logits; Run.final holds the final-normed stream they would be made from.
+        kv_cache: x continues the tokens the cache holds (positions count on from them); the
+        captures and logits cover x's positions only, and the cache grows by them
+        (continue_capture joins a capture to an earlier run's).
         Nothing is stored on the model, so concurrent calls never see each other's hooks.
         """
         if isinstance(names, str):
@@ -154,12 +177,14 @@ class LessonModel:
         if unknown:
             raise KeyError(f"unknown hook point(s): {sorted(unknown)[:5]}")
         ids = self.to_ids(x)
+        if kv_cache is not None and len(kv_cache) + ids.shape[-1] > self.cfg.max_position:
+            raise ValueError(f"{len(kv_cache) + ids.shape[-1]} tokens is more than the model's context of {self.cfg.max_position}")
 
         deferred = self.deferred_results(wanted, hooks)
         z_for_deferred = {n.replace(".hook_result", ".hook_z") for n in deferred}
         context = Hooks(names=(wanted - deferred) | z_for_deferred, fns=hooks)
         with torch.inference_mode():
-            out = self.decoder(ids, context, last_only=last_only, unembed=unembed)
+            out = self.decoder(ids, context, kv_cache=kv_cache, last_only=last_only, unembed=unembed)
 
         to_cpu = (lambda t: t.cpu()) if self.device.type != "cpu" else (lambda t: t)
         tensors = {k: to_cpu(v) for k, v in context.cache.items() if k in wanted}

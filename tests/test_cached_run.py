@@ -68,3 +68,58 @@ def test_a_hook_that_changes_a_head_write_is_not_deferred(model):
     plain = model.run(ids, names=[name], hooks=double)
     torch.testing.assert_close(cached.cache[name], plain.cache[name], rtol=0, atol=1e-5)
     torch.testing.assert_close(cached.last_logits, plain.logits[0, -1], rtol=0, atol=1e-4)
+
+
+def _spy_run(model, monkeypatch) -> list[int]:
+    """The number of tokens each forward pass of ``model`` is given from now on."""
+    lengths, run = [], model.run
+
+    def spy(x, *args, **kwargs):
+        lengths.append(model.to_ids(x).shape[-1])
+        return run(x, *args, **kwargs)
+    monkeypatch.setattr(model, "run", spy)
+    return lengths
+
+
+def test_a_prompt_that_goes_on_continues_from_the_kept_run_and_matches_a_whole_pass(model, monkeypatch):
+    first = model.to_ids(TEXT)[0].tolist() + [11]
+    longer = first + model.encode(" was tired and slept")
+    L = model.cfg.n_layers - 1
+    names = [f"blocks.{L}.attn.hook_pattern", f"blocks.{L}.attn.hook_result", "blocks.0.hook_resid_post",
+             "ln_final.hook_normalized"]
+    cached_run(model, first, names)
+    lengths = _spy_run(model, monkeypatch)
+    cont = cached_run(model, longer, names)
+    assert lengths == [len(longer) - len(first)]           # only the new tokens went through the model
+    monkeypatch.undo()                                     # the reference pass: one whole pass
+    whole = model.run(longer, names=names)
+    for name in names:
+        torch.testing.assert_close(cont.cache[name], whole.cache[name], rtol=1e-4, atol=1e-4, msg=lambda m: f"{name}: {m}")
+    torch.testing.assert_close(cont.last_logits, whole.logits[0, -1], rtol=1e-4, atol=1e-3)
+    pattern = cont.cache[names[0]][0]                       # [heads, q, k]: no query reads a later key
+    assert torch.all(pattern.triu(1) == 0) and torch.allclose(pattern.sum(-1), torch.ones(()), atol=1e-5)
+
+
+def test_all_logits_continue_too(model, monkeypatch):
+    first = model.to_ids(TEXT)[0].tolist() + [12]
+    longer = first + [13, 14]
+    cached_run(model, first, all_logits=True)
+    lengths = _spy_run(model, monkeypatch)
+    cont = cached_run(model, longer, all_logits=True)
+    assert lengths == [2]
+    monkeypatch.undo()
+    whole = model.run(longer, names=[])
+    torch.testing.assert_close(cont.logits, whole.logits, rtol=1e-4, atol=1e-3)
+    assert torch.equal(cont.last_logits, cont.logits[0, -1])
+
+
+def test_an_edit_near_the_start_or_a_hook_runs_from_the_first_token(model, monkeypatch):
+    first = model.to_ids(TEXT)[0].tolist() + [15]
+    cached_run(model, first, ["blocks.0.hook_resid_post"])
+    lengths = _spy_run(model, monkeypatch)
+    edited = first[:2] + [16] + first[2:]                  # an edit near the start: little to reuse
+    cached_run(model, edited, ["blocks.0.hook_resid_post"])
+    hooked = first + [17]                                  # an intervention may read every position
+    cached_run(model, hooked, ["blocks.0.hook_resid_post"], hooks={"blocks.0.hook_resid_post": lambda r: None},
+               hooks_key=("nothing",))
+    assert lengths == [len(edited), len(hooked)]

@@ -18,7 +18,8 @@ import streamlit as st
 import torch
 
 import lesson_model
-from lesson_model.model import Captures
+from lesson_model.analysis.kv_memory import kv_cache_names, kv_cache_of_run
+from lesson_model.model import Captures, continue_capture
 from ui.heap import release_free_heap
 from ui.i18n import t
 
@@ -26,6 +27,9 @@ RUN_CACHE_MB = int(os.environ.get("DECODER_LAB_RUN_CACHE_MB", "256"))
 FORWARDS = int(os.environ.get("DECODER_LAB_FORWARDS", "1"))      # forward passes at once (bench/bench_class.py)
 SCRIPTS = int(os.environ.get("DECODER_LAB_SCRIPTS", "0"))        # lesson scripts at once (0: no limit)
 THREADS_ENV = "DECODER_LAB_THREADS"   # torch intra-op threads of the app process (bench/bench_app.py)
+# A new prompt that starts with at least this many of a kept run's tokens (and half its own)
+# continues from that run's keys and values instead of running from its first token.
+RESUME_MIN = 4
 
 
 MODELS = tuple(lesson_model.BUNDLED)           # the keys ?model= takes: "smollm2-135m", "gemma-3-270m"
@@ -250,6 +254,19 @@ class RunCache:
                     self._running.pop(key, None)
                 running.set()
 
+    def longest_start(self, family: Hashable, ids: tuple[int, ...]) -> tuple[CachedRun | None, int]:
+        """Of the kept runs keyed (family, their ids), the one whose ids start with the most of
+        ``ids``, and how many tokens the two share from the start (None, 0 if none is kept)."""
+        with self._lock:
+            kept = [(key[1], run) for key, run in self._items.items()
+                    if isinstance(key, tuple) and len(key) == 2 and key[0] == family]
+        best, shared = None, 0
+        for other, run in kept:
+            n = next((i for i, (a, b) in enumerate(zip(other, ids)) if a != b), min(len(other), len(ids)))
+            if n > shared:
+                best, shared = run, n
+        return best, shared
+
     @property
     def nbytes(self) -> int:
         return self._bytes
@@ -326,6 +343,12 @@ def cached_run(lm, ids: Iterable[int], names: Iterable[str] = (), *, all_logits:
 
     ``hooks`` (interventions, e.g. an ablation) must come with ``hooks_key``, a hashable
     description of them such as ``("zero_heads", ((5, 1), (6, 3)))``.
+
+    Without hooks a run also keeps every layer's keys and values, and a later prompt that
+    starts with the same tokens (a learner adding to their text) continues from them: only its
+    new tokens go through the model (LessonModel.run with a KV cache) and each capture is
+    joined to the kept run's (continue_capture). Under the causal mask that is the same
+    computation as a pass from the first token, up to float rounding.
     """
     ids = tuple(int(i) for i in ids)
     names = tuple(sorted(set(names)))
@@ -333,21 +356,36 @@ def cached_run(lm, ids: Iterable[int], names: Iterable[str] = (), *, all_logits:
     # hook_z and computed from it at every read, as lesson_model.Captures defers it within a run.
     results = lm.deferred_results(names, hooks)
     z_names = {n.replace(".hook_result", ".hook_z") for n in results}
-    captured = sorted((set(names) - set(results)) | z_names)
     if hooks and hooks_key is None:
         raise ValueError("cached_run: pass hooks_key, a hashable description of the hooks")
-    key = (lm.name, ids, names, all_logits, hooks_key)
+    resumable = not hooks       # a hook may depend on every position: such runs start from the first token
+    kv_names = set(kv_cache_names(lm.cfg.n_layers)) if resumable else set()
+    captured = sorted((set(names) - set(results)) | z_names | kv_names)
+    family = (lm.name, names, all_logits, hooks_key)
+    key = (family, ids)
 
     def compute() -> CachedRun:
-        x = torch.tensor([ids], dtype=torch.long)
-        # Only the last position's logits are kept unless all are asked for: skip unembedding the others.
+        start, n_start = run_cache().longest_start(family, ids) if resumable else (None, 0)
+        n_start = min(n_start, len(ids) - 1)          # the last token always runs: its final stream is read
+        if start is None or n_start < max(RESUME_MIN, len(ids) // 2):
+            start, n_start = None, 0
+        kv = kv_cache_of_run(start, lm.cfg.n_layers, n_start) if start is not None else None
+        x = torch.tensor([ids[n_start:]], dtype=torch.long)
+        # Only the last position's logits are kept unless all are asked for: skip unembedding the others,
+        # and the last one too until a page reads it (CachedRun.last_logits).
+        run = lm.run(x, names=captured, hooks=hooks, last_only=not all_logits, unembed=all_logits, kv_cache=kv)
+
+        def whole(name: str, new: torch.Tensor) -> torch.Tensor:       # the capture over all of ids, a tensor of its own
+            if start is None:
+                return new.detach().clone()
+            return continue_capture(name, start.logits if name == "logits" else start.cache[name], new, n_start)
+
         if all_logits:
-            run = lm.run(x, names=captured, hooks=hooks)
-            kept = dict(last_logits=run.logits[0, -1].detach().clone(), logits=run.logits.detach().clone())
-        else:      # only the last position, and unembedded only if a page reads it (CachedRun.last_logits)
-            run = lm.run(x, names=captured, hooks=hooks, last_only=True, unembed=False)
+            logits = whole("logits", run.logits)                          # [1, pos, vocab]
+            kept = dict(last_logits=logits[0, -1].clone(), logits=logits)
+        else:
             kept = dict(final=run.final.detach().clone(), unembedding=lm.decoder.W_U.detach())
-        tensors = {name: run.cache[name].detach().clone() for name in captured}
+        tensors = {name: whole(name, run.cache[name]) for name in captured}
         deferred = {n: lm.head_results_of(n, tensors[n.replace(".hook_result", ".hook_z")]) for n in results}
         return CachedRun(ids, cache=Captures(list(names), tensors, deferred, hold=False), **kept)
 

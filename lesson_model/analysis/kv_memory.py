@@ -142,13 +142,17 @@ def kv_cache_names(n_layers: int) -> list[str]:
     return [f"blocks.{layer}.attn.{h}" for layer in range(n_layers) for h in ("hook_rot_k", "hook_v")]
 
 
-def kv_cache_of_run(run, n_layers: int) -> KVCache:
+def kv_cache_of_run(run, n_layers: int, n_positions: int | None = None) -> KVCache:
     """The KV cache a pass over the run's tokens leaves: each layer's keys after RoPE and its
     values, appended as Attention.forward appends them when it is given a cache (what a
-    generation step holds after reading the prompt). Reads kv_cache_names(n_layers)."""
+    generation step holds after reading the prompt). Reads kv_cache_names(n_layers).
+
+    n_positions: only the first that many positions, the cache a pass over just those tokens
+    leaves (a causal pass: no position's keys or values depend on a later token)."""
     cache = KVCache(n_layers)
     for layer in range(n_layers):
         a = f"blocks.{layer}.attn"
-        cache.append(layer, run.cache[f"{a}.hook_rot_k"], run.cache[f"{a}.hook_v"])   # [batch, pos, n_kv_heads, d_head]
+        k, v = run.cache[f"{a}.hook_rot_k"], run.cache[f"{a}.hook_v"]                  # [batch, pos, n_kv_heads, d_head]
+        cache.append(layer, k[:, :n_positions], v[:, :n_positions])
     return cache
 
