@@ -38,3 +38,30 @@ def errors(at) -> list[str]:
 def text_of(at) -> str:
     """The page's Markdown, captions and subheaders as one string."""
     return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.subheader])
+
+
+def says(text: str, template: str, *values, rel: float = 1e-4) -> bool:
+    """Whether ``text`` holds ``template.format(*values)``, a printed float allowed to round either
+    way when it sits within ``rel`` (relative) of a rounding edge. The page and the test compute the
+    same number by different float paths (another CPU's kernels, a run continued from a kept
+    prompt's keys and values), so 0.34650001 may print 34.7% on one and 34.6% on the other; any
+    wrong figure still fails. Integers must match exactly."""
+    import numbers
+    import re
+    import string
+
+    pattern, values = "", list(values)
+    for literal, field, spec, conversion in string.Formatter().parse(template):
+        pattern += re.escape(literal)
+        if field is None:
+            continue
+        assert field == "" and conversion is None, "says(): use bare {} or {:spec} fields"
+        value = values.pop(0)
+        if isinstance(value, numbers.Integral) or not isinstance(value, numbers.Real):
+            shown = {format(value, spec)}
+        else:
+            eps = rel * max(1.0, abs(float(value)))
+            shown = {format(float(value) + d, spec) for d in (-eps, 0.0, eps)}
+        pattern += "(?:" + "|".join(re.escape(s) for s in sorted(shown)) + ")"
+    assert not values, "says(): more values than fields"
+    return re.search(pattern, text) is not None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from lesson_model.analysis import attention as A
-from tests._apptest import charts, errors, text_of
+from tests._apptest import charts, errors, text_of, says
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +70,7 @@ def test_was_cat_found_by_search(open_page, lm):
     assert bars["x"] == pytest.approx([h.weight for h in hits], abs=1e-5)
     assert bars["y"][0] == f"{hits[0].layer}.{hits[0].head}"
     assert hits[0].weight > 0.5
-    assert f"{hits[0].weight:.0%}" in text_of(at)
+    assert says(text_of(at), "{:.0%}", hits[0].weight)
     # "Open" the second-best head: the layer and head controls follow.
     at.button(key="open_1").click().run()
     assert not errors(at)
@@ -322,7 +322,7 @@ def test_gemma_seed_example_it_attends_to_cat(open_page, gemma, lang):
     run = gemma.run(prompt, names=A.pattern_names(gemma.cfg.n_layers))
     best = A.find_heads_attending(gemma, run, query, key, top=1)[0]
     assert A.heads_tied_for_most(run, gemma.cfg.n_layers, query, key) == 1
-    assert f"{best.layer}.{best.head}" in text_of(at) and f"{best.weight:.0%}" in text_of(at)
+    assert f"{best.layer}.{best.head}" in text_of(at) and says(text_of(at), "{:.0%}", best.weight)
     assert best.weight > 0.2                                   # a real link, computed live (7.0 on this model)
 
 

@@ -9,7 +9,7 @@ import torch
 from lesson_model.analysis import embeddings as E
 from ui import i18n
 from ui.figures_embeddings import ANALOGIES, GROUPS, MAPS
-from tests._apptest import chart, arr
+from tests._apptest import chart, arr, says
 
 pytestmark = pytest.mark.slow
 
@@ -232,13 +232,13 @@ def test_gemma_page_says_the_first_block_reads_the_scaled_row(open_page, gemma):
     row = gemma.decoder.W_E.detach().cpu()[ids[1]].float()
     scale = math.sqrt(gemma.cfg.d_model)
     info = " ".join(i.value for i in at.info)
-    assert f"√{gemma.cfg.d_model} ≈ {scale:.2f}" in info
-    assert f"of length {float(row.norm()):.3f}, reaches the first block (hook_embed) with length " \
-           f"{float(row.norm()) * scale:.3f}" in info
+    assert says(info, "√{} ≈ {:.2f}", gemma.cfg.d_model, scale)
+    assert says(info, "of length {:.3f}, reaches the first block (hook_embed) with length {:.3f}",
+                float(row.norm()), float(row.norm()) * scale)
     run = gemma.run(ids, names=["hook_embed"])                  # what hook_embed really holds
     assert float(run.cache["hook_embed"][0, 1].norm()) == pytest.approx(float(row.norm()) * scale, rel=1e-5)
     text = "\n".join(m.value for m in at.markdown)
-    assert f"enters the model with length {float(row.norm()) * scale:.2f}" in text
+    assert says(text, "enters the model with length {:.2f}", float(row.norm()) * scale)
     assert f"Here $V$ = {gemma.cfg.vocab_size:,} and $d$ = {gemma.cfg.d_model}." in text
     # the strip shows the row as stored (W_E), not the scaled one
     strip = chart(at, "row_strip")["data"][0]

@@ -15,7 +15,7 @@ from lesson_model.analysis import params as P
 from ui import i18n
 from ui.i18n import join_list
 from ui.tokens import md_label
-from tests._apptest import chart, errors
+from tests._apptest import chart, errors, says
 
 pytestmark = pytest.mark.slow
 
@@ -217,7 +217,7 @@ def test_collapse_numbers_and_claims_match_the_model(open_page, lm):
     assert f"|{gap['real']:.1%}|{double['real']:.2f}|" in rows["real"]
     assert rows["plain"].endswith(f"|{double['plain']:.2f}|") and "rounding" in rows["plain"]
     notice = next(m for m in md_texts(at) if m.startswith("- "))
-    assert "does not collapse even without SiLU" in notice and f"by {gap['bilinear']:.1%}" in notice
+    assert "does not collapse even without SiLU" in notice and says(notice, "by {:.1%}", gap["bilinear"])
     assert "x · up_proj · down_proj: zero" not in " ".join(md_texts(at))        # the old stand-in claim is gone
     captions = " ".join(c.value for c in at.caption)
     assert "quadratic in x" in captions

@@ -8,7 +8,7 @@ import pytest
 
 from lesson_model.analysis import heads as H
 from lesson_model.analysis import kv_memory as K
-from tests._apptest import charts, errors, text_of
+from tests._apptest import charts, errors, text_of, says
 from ui.tokens import readable_texts
 
 pytestmark = pytest.mark.slow
@@ -199,7 +199,7 @@ def test_group_sentence_matches_the_case(open_page, lm, prompt, layer):
     else:
         assert "while head" not in text
     if kind == "amount":
-        assert f"not the same amount: {contrast.weight_a:.0%} and {contrast.weight_b:.0%}" in text
+        assert says(text, "not the same amount: {:.0%} and {:.0%}", contrast.weight_a, contrast.weight_b)
     if kind == "alike":
         assert contrast.max_gap < 0.05 and "almost alike" in text
 
@@ -393,5 +393,5 @@ def test_gemma_chinese_try_button(open_page, gemma):
     assert [b.label for b in at.button if b.key and b.key.startswith("try_")][0].startswith(prompt[:8])
     run = gemma.run(prompt, names=H.head_measure_names(gemma.cfg.n_layers))
     ind = H.leaders(H.head_measures(gemma, run)["induction"])
-    assert f"歸納分數最高的是頭 {ind[0][0]}.{ind[0][1]}，達 {ind[0][2]:.0%}" in notices(at)
+    assert says(notices(at), "歸納分數最高的是頭 {}.{}，達 {:.0%}", ind[0][0], ind[0][1], ind[0][2])
     assert "多查詢注意力" in text_of(at) and "滑動視窗" in text_of(at)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lesson_model.analysis import induction as I
-from tests._apptest import arr, charts, errors, text_of
+from tests._apptest import arr, charts, errors, text_of, says
 from ui import i18n
 from ui.tokens import readable_texts
 
@@ -65,7 +65,7 @@ def test_learner_text_repeat(open_page, lm):
     assert at.selectbox(key="site").value == str(last.query)       # the last repeat by default
     b = last.targets[-1]
     probs = run.logits[0, last.query].softmax(-1)
-    assert f"{float(probs[tokens[b].id]):.1%}" in text_of(at)      # the model's probability for B
+    assert says(text_of(at), "{:.1%}", float(probs[tokens[b].id]))      # the model's probability for B
     bars = charts(at)["site_chart"]["data"][0]
     flat = last.grid.flatten()
     assert bars["x"][0] == pytest.approx(float(flat.max()), abs=1e-5)
@@ -127,11 +127,11 @@ def test_notices_follow_the_numbers(open_page, lm):
     exp = I.induction_experiment(lm, seq_len=12, n_seqs=10, seed=3)
     best = I.top_k_heads(exp.scores, 4)
     early = float(exp.scores[:10].max())
-    assert f"The strongest induction head is {best[0][0]}.{best[0][1]}: {best[0][2]:.0%}" in text
+    assert says(text, "The strongest induction head is {}.{}: {:.0%}", best[0][0], best[0][1], best[0][2])
     layers = sorted({layer for layer, _, _ in best})
     assert f"The top 4 sit in layers {', '.join(map(str, layers))}." in text or len(layers) == 1
     if early < best[0][2] / 2:
-        assert f"reaches only {early:.0%}" in text
+        assert says(text, "reaches only {:.0%}", early)
     else:
         assert "only" not in text.split("The best head in layers")[1].split(".")[0]
     copied = exp.mean_loss_second <= exp.mean_loss_first - 1.0
@@ -141,7 +141,7 @@ def test_notices_follow_the_numbers(open_page, lm):
     ab = I.ablate(lm, exp.tokens, exp.scores, 4, seed=3, n_random=3, baseline=exp.mean_loss_second)
     move, random_move = ab.top_loss - ab.baseline, ab.random_mean - ab.baseline
     if move >= 0.1:
-        assert f"raises the loss on the second copy from {ab.baseline:.2f} to {ab.top_loss:.2f}" in text
+        assert says(text, "raises the loss on the second copy from {:.2f} to {:.2f}", ab.baseline, ab.top_loss)
     if move >= 0.1 and move > 2 * max(random_move, 0):
         assert "matter far more than heads picked at random" in text
     else:
@@ -187,7 +187,7 @@ def test_gemma_random_tokens_map_and_ablation(open_page, gemma):
     assert z.shape == (cfg.n_layers, cfg.n_heads)
     torch.testing.assert_close(z, exp.scores, atol=1e-5, rtol=0)
     best = I.top_k_heads(exp.scores, 4)
-    assert f"The strongest induction head is {best[0][0]}.{best[0][1]}: {best[0][2]:.0%}" in text
+    assert says(text, "The strongest induction head is {}.{}: {:.0%}", best[0][0], best[0][1], best[0][2])
     for i, (layer, head, score) in enumerate(best[:3]):
         assert figs[f"stripes_chart_{i}"]["layout"]["title"]["text"] == f"head {layer}.{head}: {score:.0%}"
     # The global layers: how many of the top 4 sit there, from cfg.window.
@@ -202,14 +202,14 @@ def test_gemma_random_tokens_map_and_ablation(open_page, gemma):
     assert f"These 24-token sequences fit inside the {cfg.sliding_window}-token window" in text
     # The loss, against the uniform guess over Gemma's vocabulary.
     uniform = math.log(cfg.vocab_size)
-    assert f"a uniform guess over the {cfg.vocab_size:,} vocabulary entries would score {uniform:.2f}" in text
+    assert says(text, "a uniform guess over the {:,} vocabulary entries would score {:.2f}", cfg.vocab_size, uniform)
     assert ("even worse than a uniform guess" in text) == (exp.mean_loss_first > uniform)
     # The ablation: zeroing the top 4 raises the loss on the second copy; random heads less.
     ab = I.ablate(gemma, exp.tokens, exp.scores, 4, seed=3, n_random=3, baseline=exp.mean_loss_second)
     bars = figs["ablation_chart"]["data"][0]["y"]
     assert bars == pytest.approx([ab.baseline, ab.top_loss, *ab.random_losses], abs=1e-4)
     assert ab.top_loss > ab.baseline + 1.0 and ab.top_loss > ab.random_mean
-    assert f"raises the loss on the second copy from {ab.baseline:.2f} to {ab.top_loss:.2f}" in text
+    assert says(text, "raises the loss on the second copy from {:.2f} to {:.2f}", ab.baseline, ab.top_loss)
     assert f"**Top heads zeroed:** {', '.join(f'{l}.{h}' for l, h, _ in best)}" in text_of(at)
 
 

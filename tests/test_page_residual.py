@@ -12,7 +12,7 @@ from lesson_model.analysis import attribution as A
 from lesson_model.analysis import lens as LL
 from lesson_model.analysis import norms as NO
 from ui import i18n
-from tests._apptest import arr, chart, errors
+from tests._apptest import arr, chart, errors, says
 from ui.tokens import plot_label
 
 pytestmark = pytest.mark.slow
@@ -86,7 +86,7 @@ def test_norms_heatmap_matches_the_model(open_page, lm):
     worst = max(massive, key=lambda m: m.norm)
     assert f"{worst.norm:,.0f}" in info and str(worst.dim) in info
     share = float(NO.first_token_attention(lm, run, layers=sink_layers(lm)).mean())
-    assert f"{share:.0%}" in info
+    assert says(info, "{:.0%}", share)
 
 
 @pytest.mark.parametrize("prompt,model", [("貓坐在墊子上，因為牠累了。", "smollm2-135m"), ("🐱 cats 😀 and 🐶 dogs 👍🏽", "gemma-3-270m"),

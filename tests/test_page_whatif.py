@@ -8,7 +8,7 @@ import pytest
 
 from lesson_model.analysis import whatif as A
 from lesson_model.whatif import Switches
-from tests._apptest import arr, chart, charts, errors, text_of
+from tests._apptest import arr, chart, charts, errors, text_of, says
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +72,7 @@ def test_no_mask_notice_on_the_default_prompts(open_page, models):
         assert word in text, text
         cmp = A.run_comparison(lm, lm.encode(prompt), Switches(no_mask=True), 0, 0)
         assert cmp.mean_after < cmp.mean_before / 2
-        assert f"{cmp.mean_before:.2f}" in text and f"{cmp.mean_after:.2f}" in text
+        assert says(text, "{:.2f}", cmp.mean_before) and says(text, "{:.2f}", cmp.mean_after)
         loss = chart(at, "loss_chart")["data"]
         before, after = arr(loss[0]["y"]), arr(loss[1]["y"])
         assert after.mean() < before.mean() / 2

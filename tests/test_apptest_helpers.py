@@ -1,0 +1,19 @@
+"""The test helper that reads printed figures: a number on a rounding edge may round either way,
+and any other figure fails."""
+
+from tests._apptest import says
+
+
+def test_says_allows_only_the_two_roundings_of_an_edge():
+    assert says("cut 34.6% off", "cut {:.1%} off", 0.34650001)
+    assert says("cut 34.7% off", "cut {:.1%} off", 0.34650001)
+    assert not says("cut 34.8% off", "cut {:.1%} off", 0.34650001)
+    assert not says("cut 34.6% off", "cut {:.1%} off", 0.3475)      # not on an edge: only 34.8%
+    assert says("from 1.23 to 4.56", "from {:.2f} to {:.2f}", 1.2349999, 4.56)
+    assert not says("from 1.23 to 4.57", "from {:.2f} to {:.2f}", 1.2349999, 4.56)
+
+
+def test_says_matches_integers_and_the_words_exactly():
+    assert says("of 49,152 entries", "of {:,} entries", 49152)
+    assert not says("of 49,153 entries", "of {:,} entries", 49152)
+    assert not says("over 49,152 entries", "of {:,} entries", 49152)
