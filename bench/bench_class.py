@@ -1,6 +1,7 @@
 """A class on one server: N students open the teacher's link at once, each on a lesson page.
 
     .venv/bin/python -m bench.bench_class [--students 1 10 25] [--output bench/RESULTS_class.md]
+    .venv/bin/python -m bench.bench_class --apps 2 --students 25 --cases own      # deploy/: 2 processes
 
 Starts the app on a loopback port with its start-up warm-up (ui/warmup.py: both models, every
 lesson once per model and language) and waits for it, as a teacher's server is warm before the
@@ -18,6 +19,12 @@ request to the end of the run), errors (exception elements, runs that did not fi
 bytes each run sent, and the server's peak resident memory so far (VmHWM of the server
 process, both models loaded). Every N uses prompts no earlier run used, so the shared run
 cache cannot answer from a previous N; the per-model analyses the warm-up filled stay warm.
+
+With ``--apps K`` (K > 1) the server is deploy/'s: K app processes behind nginx, one Redis
+(deploy/cluster.py; needs the nginx and redis-server packages). The students are dealt out to
+the processes in turn by nginx's route cookie. CPU seconds are the processes' together, and
+the peak memory is their peaks added up with the file-backed pages they share (the
+memory-mapped weights, the libraries) counted once: an upper bound of their peak together.
 """
 
 from __future__ import annotations
@@ -28,9 +35,11 @@ import statistics
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import deploy.cluster
 from tests.browser import harness
 from ui.protocol import Client, Result
 from ui import nav, warmup
@@ -76,10 +85,11 @@ def prompt_for(student: Student, case: str, salt: str) -> str:
     return OWN[student.lang].format(i=student.index, k=salt)
 
 
-def drive(base: str, student: Student, case: str, salt: str, barrier: threading.Barrier, timeout: float) -> None:
+def drive(base: str, student: Student, case: str, salt: str, barrier: threading.Barrier, timeout: float,
+          cookie: str | None = None) -> None:
     query = {"lang": student.lang, "model": student.model, **PAGE_PARAMS.get(student.page, {})}
     try:
-        with Client(base, timeout=timeout) as client:
+        with Client(base, timeout=timeout, cookie=cookie) as client:
             barrier.wait(timeout=timeout)
             student.first = client.open(student.page, {**query, "prompt": prompt_for(student, case, salt)})
             barrier.wait(timeout=timeout)
@@ -123,6 +133,67 @@ def resident(pid: int) -> str:
     return f"{mb.get('VmRSS', 0):.0f} MB now (anonymous {mb.get('RssAnon', 0):.0f}, files {mb.get('RssFile', 0):.0f})"
 
 
+def file_mb(pid: int) -> float:
+    """Process pid's resident file-backed pages (RssFile: the memory-mapped weights, the
+    libraries), which every app process maps from the same files and so shares."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssFile:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+class Server:
+    """The app processes a class talks to: their CPU seconds, their memory, and the cookie
+    that sends a student to one of them (None: there is one process)."""
+
+    def __init__(self, base: str, pids: list[int], cookies: list[str | None]):
+        self.base, self.pids, self.cookies = base, pids, cookies
+
+    def cookie_for(self, student: Student) -> str | None:
+        return self.cookies[student.index % len(self.cookies)]
+
+    def cpu_seconds(self) -> float:
+        return sum(cpu_seconds(pid) for pid in self.pids)
+
+    def peak_mb(self) -> float:
+        """The processes' peaks (VmHWM) added up, the file-backed pages they share counted once:
+        an upper bound of their peak together (their peaks need not come at the same moment).
+        Reading the exact shared total (Pss in smaps_rollup) often enough costs 20-50 ms of CPU
+        a process each time, taken from the server it measures."""
+        shared = min(file_mb(pid) for pid in self.pids)
+        return sum(peak_mb(pid) for pid in self.pids) - (len(self.pids) - 1) * shared
+
+    def resident(self) -> str:
+        return "; ".join(f"process {i}: {resident(pid)}" if len(self.pids) > 1 else resident(pid)
+                         for i, pid in enumerate(self.pids))
+
+
+@contextmanager
+def server(apps: int, log_dir: Path):
+    """Yield a warm Server: one app process (python -m ui.serve), or ``apps`` behind nginx."""
+    env = {warmup.ENV: "1"}
+    start = time.monotonic()
+    if apps == 1:
+        procs: list = []
+        log = log_dir / "server.log"
+        with harness.streamlit_server(procs=procs, env=env, log_path=log) as base:
+            done = wait_for_warmup(log, timeout=1800)
+            srv = Server(base, [procs[0].pid], [None])
+            yield _warm(srv, start, done)
+        return
+    with deploy.cluster.cluster(apps, env=env, timeout=600) as c:
+        done = "; ".join(wait_for_warmup(c.run_dir / f"app{i}.log", timeout=1800) for i in range(apps))
+        cookies = [f"{deploy.cluster.ROUTE_COOKIE}={route}" for route in deploy.cluster.routes(c.base, apps).values()]
+        srv = Server(c.base, [c.procs[f"app{i}"].pid for i in range(apps)], cookies)
+        yield _warm(srv, start, done)
+
+
+def _warm(srv: Server, start: float, done: str) -> Server:
+    print(f"server warm in {time.monotonic() - start:.0f} s after its start ({done}), "
+          f"peak {srv.peak_mb():.0f} MB, {srv.resident()}", flush=True)
+    return srv
+
+
 def summary(values: list[float]) -> str:
     if not values:
         return "–"
@@ -137,10 +208,11 @@ def problems(result: Result | None) -> list[str]:
     return result.exceptions + result.problems + ([] if result.status == "FINISHED_SUCCESSFULLY" else [result.status])
 
 
-def run_class(base: str, n: int, case: str, salt: str, timeout: float) -> list[Student]:
+def run_class(srv: Server, n: int, case: str, salt: str, timeout: float) -> list[Student]:
     class_ = students(n)
     barrier = threading.Barrier(n)
-    threads = [threading.Thread(target=drive, args=(base, s, case, salt, barrier, timeout), daemon=True)
+    threads = [threading.Thread(target=drive, args=(srv.base, s, case, salt, barrier, timeout, srv.cookie_for(s)),
+                                daemon=True)
                for s in class_]
     for thread in threads:
         thread.start()
@@ -190,26 +262,23 @@ def main(argv=None) -> None:
     parser.add_argument("--cases", nargs="+", default=["teacher", "own"], choices=["teacher", "own"])
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds one run may take")
     parser.add_argument("--output", help=f"write the table here too (default {RESULTS.name} after a full run)")
+    parser.add_argument("--apps", type=int, default=1,
+                        help="app processes: more than one runs deploy/'s nginx and Redis in front of them")
     parser.add_argument("--profile", metavar="FILE",
                         help="sample the server with py-spy (pip install py-spy) while the classes run; "
                              "writes collapsed stacks to FILE and prints where the time went")
     args = parser.parse_args(argv)
 
-    procs: list = []
+    if args.profile and args.apps > 1:
+        parser.error("--profile samples one server process: use it without --apps")
     rows = []
-    log = Path(tempfile.mkdtemp(prefix="bench-class-")) / "server.log"
-    with harness.streamlit_server(procs=procs, env={warmup.ENV: "1"}, log_path=log) as base:
-        pid = procs[0].pid
-        start = time.monotonic()
-        done = wait_for_warmup(log, timeout=1800)
-        print(f"server warm in {time.monotonic() - start:.0f} s after its health check ({done}), "
-              f"peak {peak_mb(pid):.0f} MB, {resident(pid)}", flush=True)
-        spy = start_profile(pid, args.profile) if args.profile else None
+    with server(args.apps, Path(tempfile.mkdtemp(prefix="bench-class-"))) as srv:
+        spy = start_profile(srv.pids[0], args.profile) if args.profile else None
         for n in args.students:
             for case in args.cases:
-                cpu0, own0, wall0 = cpu_seconds(pid), time.process_time(), time.monotonic()
-                class_ = run_class(base, n, case, salt=f"{n}{case[0]}", timeout=args.timeout)
-                cpu, own, wall = cpu_seconds(pid) - cpu0, time.process_time() - own0, time.monotonic() - wall0
+                cpu0, own0, wall0 = srv.cpu_seconds(), time.process_time(), time.monotonic()
+                class_ = run_class(srv, n, case, salt=f"{n}{case[0]}", timeout=args.timeout)
+                cpu, own, wall = srv.cpu_seconds() - cpu0, time.process_time() - own0, time.monotonic() - wall0
                 first = [s.first.seconds for s in class_ if s.first and s.first.ok]
                 rerun = [s.rerun.seconds for s in class_ if s.rerun and s.rerun.ok]
                 errors = [f"{s.page}/{s.lang}/{s.model}: {p}" for s in class_
@@ -217,11 +286,11 @@ def main(argv=None) -> None:
                 kb = [r.payload_bytes / 1024 for s in class_ for r in (s.first, s.rerun) if r]
                 slowest = sorted(((s.first.seconds, s.page) for s in class_ if s.first), reverse=True)[:3]
                 row = (n, case, summary(first), summary(rerun), len(errors), f"{statistics.median(kb):.0f}" if kb else "–",
-                       f"{peak_mb(pid):.0f}", ", ".join(p for _, p in slowest))
+                       f"{srv.peak_mb():.0f}", ", ".join(p for _, p in slowest))
                 rows.append(row)
                 print(" | ".join(str(c) for c in row), flush=True)
                 print(f"   {wall:.1f} s for the class (both views): the server used {cpu:.1f} CPU-s "
-                      f"({cpu / wall:.2f} cores), these simulated browsers {own:.1f} CPU-s; {resident(pid)}", flush=True)
+                      f"({cpu / wall:.2f} cores), these simulated browsers {own:.1f} CPU-s; {srv.resident()}", flush=True)
                 for error in errors[:5]:
                     print("   error:", error[:300], flush=True)
         if spy is not None:
@@ -233,7 +302,7 @@ def main(argv=None) -> None:
     text = "\n".join(["# A class on one server (python -m bench.bench_class)", "", "\n\n".join(__doc__.split("\n\n")[2:5]), "",
                       *table, ""])
     print("\n".join(table))
-    output = args.output or (RESULTS if args.students == [1, 10, 25] and len(args.cases) == 2 else None)
+    output = args.output or (RESULTS if args.students == [1, 10, 25] and len(args.cases) == 2 and args.apps == 1 else None)
     if output:
         Path(output).write_text(with_table(Path(output), table, text))
         print(f"written to {output}")

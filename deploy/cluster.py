@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).resolve().parent / "nginx.conf.template"
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 REDIS = shutil.which("redis-server") or "/usr/bin/redis-server"
+ROUTE_COOKIE = "decoder_lab_route"      # nginx.conf.template's sticky route: hashed onto one app process
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -57,6 +58,25 @@ class Cluster:
 
     def upstream_of(self, port: int) -> str:
         return f"127.0.0.1:{port}"
+
+
+def upstream_of(base: str, route: str) -> str:
+    """The app process (host:port) nginx at ``base`` sends the route cookie value ``route`` to
+    (nginx.conf.template names it in each response)."""
+    request = urllib.request.Request(f"{base}/_stcore/health", headers={"Cookie": f"{ROUTE_COOKIE}={route}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        return response.headers["X-Decoder-Lab-Upstream"]
+
+
+def routes(base: str, apps: int, tries: int = 256) -> dict[str, str]:
+    """One route cookie value per app process behind nginx at ``base``: {process: value}, so
+    that a client can be sent to a chosen process (the consistent hash decides which)."""
+    found: dict[str, str] = {}
+    for i in range(tries):
+        found.setdefault(upstream_of(base, f"route{i}"), f"route{i}")
+        if len(found) == apps:
+            return dict(sorted(found.items()))
+    raise RuntimeError(f"{tries} route cookies reached only {len(found)} of {apps} app processes")
 
 
 def render_config(run_dir: Path, listen: str, app_ports: list[int]) -> str:

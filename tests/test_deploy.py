@@ -29,7 +29,7 @@ if deploy.missing():
     pytest.skip(f"{', '.join(deploy.missing())} not found: install them with "
                 "`apt-get install -y nginx redis-server` to run the deploy test", allow_module_level=True)
 
-COOKIE = "decoder_lab_route"
+COOKIE = deploy.ROUTE_COOKIE
 PROMPT = "The teacher's prompt: a cat sat on a mat."
 RUN_TIMEOUT = 300
 CODE = re.compile(r"`([A-Z2-9]{6})`")
@@ -71,12 +71,6 @@ class _Sniffer:
         return getattr(self._ws, name)
 
 
-def upstream(base: str, cookie: str) -> str:
-    request = urllib.request.Request(f"{base}/_stcore/health", headers={"Cookie": f"{COOKIE}={cookie}"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return response.headers["X-Decoder-Lab-Upstream"]
-
-
 def ok(result):
     assert result.ok, (result.status, result.exceptions, result.problems)
     return result
@@ -86,13 +80,10 @@ def test_a_student_on_another_process_follows_the_teacher_through_nginx():
     with deploy.cluster(apps=2) as c:
         # nginx is sticky: the same cookie always reaches the same process; two cookies that
         # reach the two processes put the teacher on one and the student on the other.
-        routes = {}
-        for i in range(64):
-            routes.setdefault(upstream(c.base, f"route{i}"), f"route{i}")
-        assert len(routes) == 2, routes
-        (teacher_up, teacher_cookie), (student_up, student_cookie) = sorted(routes.items())
+        routes = deploy.routes(c.base, 2)
+        (teacher_up, teacher_cookie), (student_up, student_cookie) = routes.items()
         assert {teacher_up, student_up} == {f"127.0.0.1:{p}" for p in c.app_ports}
-        assert all(upstream(c.base, teacher_cookie) == teacher_up for _ in range(5))
+        assert all(deploy.upstream_of(c.base, teacher_cookie) == teacher_up for _ in range(5))
         response = urllib.request.urlopen(f"{c.base}/", timeout=10)
         assert COOKIE in (response.headers["Set-Cookie"] or "")
 
