@@ -118,28 +118,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def status_mb(pid: int) -> dict[str, float]:
+    """Process pid's memory counters from /proc/pid/status, in MB: VmHWM (its peak), VmRSS,
+    RssAnon (heap, tensors) and RssFile (file-backed: the memory-mapped weights and the
+    libraries, which every app process maps from the same files and so shares)."""
+    fields = (line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    return {k: int(v.split()[0]) / 1024 for k, v in fields if v.strip().endswith("kB")}
+
+
 def peak_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    return status_mb(pid).get("VmHWM", float("nan"))
 
 
 def resident(pid: int) -> str:
     """The server's resident memory now: all, anonymous (heap, tensors) and file-backed (the
     memory-mapped weights, shared with any other app process)."""
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    mb = {k: int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "RssAnon", "RssFile") if k in fields}
+    mb = status_mb(pid)
     return f"{mb.get('VmRSS', 0):.0f} MB now (anonymous {mb.get('RssAnon', 0):.0f}, files {mb.get('RssFile', 0):.0f})"
-
-
-def file_mb(pid: int) -> float:
-    """Process pid's resident file-backed pages (RssFile: the memory-mapped weights, the
-    libraries), which every app process maps from the same files and so shares."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("RssFile:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 class Server:
@@ -160,12 +155,13 @@ class Server:
         an upper bound of their peak together (their peaks need not come at the same moment).
         Reading the exact shared total (Pss in smaps_rollup) often enough costs 20-50 ms of CPU
         a process each time, taken from the server it measures."""
-        shared = min(file_mb(pid) for pid in self.pids)
+        shared = min(status_mb(pid)["RssFile"] for pid in self.pids)
         return sum(peak_mb(pid) for pid in self.pids) - (len(self.pids) - 1) * shared
 
     def resident(self) -> str:
-        return "; ".join(f"process {i}: {resident(pid)}" if len(self.pids) > 1 else resident(pid)
-                         for i, pid in enumerate(self.pids))
+        if len(self.pids) == 1:
+            return resident(self.pids[0])
+        return "; ".join(f"process {i}: {resident(pid)}" for i, pid in enumerate(self.pids))
 
 
 @contextmanager

@@ -56,9 +56,6 @@ class Cluster:
     run_dir: Path
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
 
-    def upstream_of(self, port: int) -> str:
-        return f"127.0.0.1:{port}"
-
 
 def upstream_of(base: str, route: str) -> str:
     """The app process (host:port) nginx at ``base`` sends the route cookie value ``route`` to

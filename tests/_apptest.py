@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import base64
 import json
+import numbers
+import re
+import string
 
 import numpy as np
 
@@ -46,10 +49,6 @@ def says(text: str, template: str, *values, rel: float = 1e-4) -> bool:
     same number by different float paths (another CPU's kernels, a run continued from a kept
     prompt's keys and values), so 0.34650001 may print 34.7% on one and 34.6% on the other; any
     wrong figure still fails. Integers must match exactly."""
-    import numbers
-    import re
-    import string
-
     pattern, values = "", list(values)
     for literal, field, spec, conversion in string.Formatter().parse(template):
         pattern += re.escape(literal)
