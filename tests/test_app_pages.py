@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from ui import i18n, nav
-from tests._apptest import errors, text_of
+from ui import i18n, nav, theme
+from tests._apptest import charts, errors, text_of
 from tests.test_typography import problems
 
 pytestmark = pytest.mark.slow
@@ -49,6 +49,8 @@ def test_page_runs_in_every_language(open_page, page, lang, model):
     at = open_page(page, lang=lang, model=model)
     assert not errors(at)
     assert at.title[0].value == i18n.catalog(lang)[f"nav.{page}"]
+    # The course template keeps plotly_white's defaults only for the trace types it names.
+    assert {trace["type"] for chart in charts(at).values() for trace in chart["data"]} <= set(theme.DRAWN_TRACES)
     if lang != "en":   # what the page wrote in code (lists, joined sentences) follows Chinese typography too
         bad = problems(text_of(at), lang)
         assert not bad, "\n".join(bad)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import pytest
+from plotly.subplots import make_subplots
 
 from ui import presenter, theme
 
@@ -38,12 +39,10 @@ def test_the_residual_norm_chart_breaks_its_long_subplot_title():
 def test_a_legend_under_the_plot_hangs_from_its_y():
     fig = go.Figure(go.Scatter(x=[0], y=[0], name="a"))
     fig.update_layout(legend=dict(orientation="h", y=-0.22))
-    theme.style(fig)
-    assert fig.layout.legend.yanchor == "top"
+    assert theme.style(fig)["layout"]["legend"]["yanchor"] == "top"
     above = go.Figure(go.Scatter(x=[0], y=[0], name="a"))
     above.update_layout(legend=dict(orientation="h", y=1.02, yanchor="bottom"))
-    theme.style(above)
-    assert above.layout.legend.yanchor == "bottom"
+    assert theme.style(above)["layout"]["legend"]["yanchor"] == "bottom"
 
 
 def test_legend_entries_wrap_narrower_on_a_laptop_than_their_text():
@@ -65,3 +64,61 @@ def test_laptop_mode_keeps_heights_and_legends():
     assert theme.presenter_height(300) == 300
     assert theme.legend_below(-0.25) == -0.25
     assert theme.title_chars(40) == 40
+
+
+def busy_figure() -> go.Figure:
+    """A figure with what the pages' charts hold: subplots, a log axis, a heatmap's colour bar,
+    bar text, an annotation, a long title, a legend under the plot, a polar subplot."""
+    fig = make_subplots(rows=2, cols=2, subplot_titles=["one", "two", "three", ""],
+                        specs=[[{}, {}], [{}, {"type": "polar"}]])
+    fig.add_scatter(x=[1, 2], y=[3, 4], name="a", row=1, col=1)
+    fig.add_bar(x=["p", "q"], y=[1, 2], text=["1", "2"], textfont=dict(size=12), row=1, col=2)
+    fig.add_heatmap(z=[[0, 1], [1, 0]], colorbar=dict(tickfont=dict(size=11), title=dict(text="w", font=dict(size=13))),
+                    row=2, col=1)
+    fig.add_scatterpolar(r=[1, 2], theta=[0, 90], row=2, col=2)
+    fig.add_annotation(text="note", x=1, y=3, font=dict(size=10), row=1, col=1)
+    fig.update_yaxes(type="log", row=1, col=1)
+    fig.update_layout(title=dict(text=LONG), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_the_styled_json_is_what_plotly_validates_unchanged(monkeypatch, present):
+    """style() writes the look into the figure's JSON without plotly's validators (they cost
+    13 ms a figure): plotly's validators must accept the result and change nothing."""
+    monkeypatch.setattr(presenter, "active", lambda: present)
+    spec = theme.style(busy_figure(), height=500)
+    assert go.Figure(spec).to_dict() == spec
+
+
+@pytest.mark.parametrize("present", [False, True])
+def test_style_sizes_every_axis_title_and_legend(monkeypatch, present):
+    monkeypatch.setattr(presenter, "active", lambda: present)
+    before = busy_figure().to_dict()["layout"]
+    layout = theme.style(busy_figure(), height=500)["layout"]
+    px = theme.font_px
+    axes = [k for k in layout if k.startswith(("xaxis", "yaxis"))]
+    assert len(axes) == 6
+    for name in axes:
+        assert layout[name]["automargin"] is True
+        assert layout[name]["tickfont"]["size"] == px(theme.FONT_SIZE - 2)
+        assert layout[name]["title"]["font"]["size"] == px(theme.FONT_SIZE)
+    assert layout["font"]["size"] == px(theme.FONT_SIZE) and layout["legend"]["font"]["size"] == px(theme.FONT_SIZE - 2)
+    assert layout["legend"]["yanchor"] == "top" and layout["height"] == 500
+    title = layout["title"]["text"]
+    assert title != LONG and title.replace("<br>", " ") == LONG        # broken into lines, nothing lost
+    assert layout["title"]["font"]["size"] == px(theme.TITLE_SIZE)
+    line_px = round(theme.TITLE_LINE_PX * px(theme.TITLE_SIZE) / theme.TITLE_SIZE)
+    assert layout["margin"]["t"] == 40 + line_px * (title.count("<br>") + 1)
+    assert [a["font"].get("size") for a in layout["annotations"]][-1] == (px(10) if present else 10)
+    assert layout["yaxis"].get("dtick") == (1 if present else None)                 # the log axis
+    assert before["yaxis"]["type"] == "log" and "dtick" not in before["yaxis"]
+
+
+def test_presenter_mode_enlarges_the_sizes_a_figure_set_itself(presenting):
+    spec = theme.style(busy_figure())
+    bar, heatmap = spec["data"][1], spec["data"][2]
+    assert bar["textfont"]["size"] == theme.font_px(12) > 12
+    assert heatmap["colorbar"]["tickfont"]["size"] == theme.font_px(11) > 11
+    assert heatmap["colorbar"]["title"]["font"]["size"] == theme.font_px(13)
+    assert spec["layout"]["polar"]["radialaxis"]["tickfont"]["size"] == theme.font_px(theme.FONT_SIZE - 2)

@@ -34,6 +34,9 @@ PROMPT_CHARS = 90                 # the compact header's prompt, cut with an ell
 QR_PX = 300                       # the QR's width in the popover (scannable from a projected slide)
 QR_ERROR = "m"                    # as ui.qr draws it
 QR_BORDER = 4                     # the quiet zone the QR standard asks for, in modules
+# The share popovers' keys (the header's, the sidebar's). Their link and QR code are drawn only
+# while one is open: encoding a QR code cost 28 ms, and every rerun drew two (a tenth of a rerun).
+SHARE_POPOVERS = ("share_header", "share_sidebar")
 FALLBACK_BASE = "http://localhost:8501"
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -223,13 +226,17 @@ def finish() -> None:
     slot = st.session_state.pop(_SLOT, None)
     if slot is not None:
         with slot.container():
-            with st.popover("", icon=":material/qr_code_2:", help=t("share.title"), width="stretch"):
-                st.markdown(f"**{t('share.title')}**")
-                _share_body(url)
+            with st.popover("", icon=":material/qr_code_2:", help=t("share.title"), width="stretch",
+                            key=SHARE_POPOVERS[0], on_change="rerun") as popover:
+                if popover.open:
+                    st.markdown(f"**{t('share.title')}**")
+                    _share_body(url)
     with st.sidebar:
         st.divider()
-        with st.popover(t("share.title"), icon=":material/qr_code_2:", width="stretch"):
-            _share_body(url)
+        with st.popover(t("share.title"), icon=":material/qr_code_2:", width="stretch",
+                        key=SHARE_POPOVERS[1], on_change="rerun") as popover:
+            if popover.open:
+                _share_body(url)
         st.session_state["present_toggle"] = active()
         st.toggle(t("present.toggle"), key="present_toggle", on_change=_on_toggle, help=t("present.help"))
         st.session_state.setdefault(EXPORT_FORMAT, EXPORT_FORMATS[0])

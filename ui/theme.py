@@ -30,7 +30,15 @@ MONO = "Noto Sans Mono, DejaVu Sans Mono, monospace"
 # The course template, the default for every figure of the process (the same for every
 # session; the language's font is set per figure in style()). Applied when a figure is
 # created, which is far cheaper than assigning a template to a finished figure.
-pio.templates["decoder_lab"] = go.layout.Template(pio.templates["plotly_white"])
+# The template travels in every chart's JSON, so it keeps plotly_white's defaults only for the
+# trace types the course draws (DRAWN_TRACES; tests/test_app_pages.py checks every page's
+# charts) and drops the map, 3-D and ternary layouts it never uses: 7.1 KB of a median 9.1 KB
+# chart before, copied and sent with each one.
+DRAWN_TRACES = ("bar", "heatmap", "scatter", "scatterpolar", "waterfall")
+_WHITE = pio.templates["plotly_white"].to_plotly_json()
+pio.templates["decoder_lab"] = go.layout.Template(
+    data={kind: traces for kind, traces in _WHITE["data"].items() if kind in DRAWN_TRACES},
+    layout={key: value for key, value in _WHITE["layout"].items() if key not in ("geo", "scene", "ternary")})
 pio.templates["decoder_lab"].layout.update(colorway=OKABE_ITO, font=dict(size=FONT_SIZE, color="#1f2937"))
 pio.templates.default = "decoder_lab"
 
@@ -142,68 +150,104 @@ def font_px(size: float) -> float:
     return max(PRESENT_MIN_PX, round(size * PRESENT_SCALE))
 
 
-def _enlarge(fig: go.Figure) -> None:
+# Layout keys of the axes (xaxis, xaxis2, ..., yaxis...) and polar subplots of a figure's JSON.
+_AXIS = re.compile(r"[xy]axis\d*$")
+_POLAR = re.compile(r"polar\d*$")
+
+
+def _part(parent: dict, key: str) -> dict:
+    """``parent[key]``, a dict, made empty when absent."""
+    if not isinstance(parent.get(key), dict):
+        parent[key] = {}
+    return parent[key]
+
+
+def _merge(target: dict, patch: dict) -> None:
+    """Write ``patch`` into ``target`` in place, nested dicts key by key (plotly's update)."""
+    for key, value in patch.items():
+        if isinstance(value, dict):
+            _merge(_part(target, key), value)
+        else:
+            target[key] = value
+
+
+def _enlarge_font(font) -> None:
+    if isinstance(font, dict) and isinstance(font.get("size"), (int, float)):
+        font["size"] = font_px(font["size"])
+
+
+def _enlarge(spec: dict) -> None:
     """Presenter mode: the sizes a figure set for itself (text in cells and bars, annotations,
     subplot titles, colour bars) scaled like the rest."""
-    def bump(font) -> None:
-        if font is not None and isinstance(font.size, (int, float)):
-            font.size = font_px(font.size)
-    for annotation in fig.layout.annotations or ():
-        bump(annotation.font)
-    for trace in fig.data:
+    for annotation in spec["layout"].get("annotations", ()):
+        _enlarge_font(annotation.get("font"))
+    for trace in spec["data"]:
         for attr in ("textfont", "insidetextfont", "outsidetextfont"):
-            if attr in trace:
-                bump(getattr(trace, attr))
-        for bar in (getattr(trace, "colorbar", None), getattr(getattr(trace, "marker", None), "colorbar", None)):
-            if bar is not None:
-                bump(bar.tickfont)
-                bump(bar.title.font)
+            _enlarge_font(trace.get(attr))
+        for bar in (trace.get("colorbar"), (trace.get("marker") or {}).get("colorbar")):
+            if isinstance(bar, dict):
+                _enlarge_font(bar.get("tickfont"))
+                _enlarge_font((bar.get("title") or {}).get("font"))
 
 
-def style(fig: go.Figure, height: int | None = None, title_width: int = TITLE_WIDTH) -> go.Figure:
-    """Apply the course look to a figure in place (and return it)."""
+def style(fig: go.Figure, height: int | None = None, title_width: int = TITLE_WIDTH) -> dict:
+    """The figure's JSON (``fig.to_dict()``, a plain dict) with the course look applied.
+
+    Written on the dict rather than through plotly's update_layout / update_xaxes, which
+    check every property against plotly's schema on every call: that took 13 ms a figure,
+    this 3 ms (the figure itself was checked when it was built). tests/test_theme.py checks
+    that plotly's validators accept the result unchanged."""
+    spec = fig.to_dict()
+    layout = spec["layout"]
     present = presenter.active()
     if present:
-        _enlarge(fig)
+        _enlarge(spec)
         title_width = title_chars(title_width)
     line_px = round(TITLE_LINE_PX * font_px(TITLE_SIZE) / TITLE_SIZE)
-    fig.update_layout(
+    _merge(layout, dict(
         font=dict(family=font_family(), size=font_px(FONT_SIZE), color="#1f2937"),
         hoverlabel=dict(font=dict(family=font_family(), size=font_px(FONT_SIZE))),
         legend=dict(font=dict(size=font_px(FONT_SIZE - 2))),
         modebar=dict(orientation="v"),   # at the right edge, off the (left-aligned) title
-    )
-    legend = fig.layout.legend
-    if legend.orientation == "h" and legend.y is not None and legend.y < 0 and legend.yanchor in (None, "auto"):
+    ))
+    legend = layout["legend"]
+    if (legend.get("orientation") == "h" and legend.get("y") is not None and legend["y"] < 0
+            and legend.get("yanchor") in (None, "auto")):
         # A legend under the plot hangs from its y: anchored by its bottom (plotly's "auto" for
         # a low y), a legend that wraps to more rows (Chinese, presenter type) grows up into the
         # x-axis title.
-        legend.yanchor = "top"
-    title = fig.layout.title.text
+        legend["yanchor"] = "top"
+    title = (layout.get("title") or {}).get("text")
     extra_lines = 0
     if title:
         wrapped = wrap_title(title, title_width)
         extra_lines = wrapped.count("<br>") - title.count("<br>")
-        fig.layout.title.text = wrapped
-        if fig.layout.title.font.size is None:
-            fig.layout.title.font.size = font_px(TITLE_SIZE)
+        layout["title"]["text"] = wrapped
+        font = _part(layout["title"], "font")
+        if font.get("size") is None:
+            font["size"] = font_px(TITLE_SIZE)
         elif present:
-            fig.layout.title.font.size = font_px(fig.layout.title.font.size)
-    if fig.layout.margin.t is None:
-        lines = (fig.layout.title.text or "").count("<br>") + 1
-        fig.update_layout(margin=dict(l=10, r=10, t=40 + line_px * lines if title else 20, b=10))
+            font["size"] = font_px(font["size"])
+    margin = layout.get("margin") or {}
+    if margin.get("t") is None:
+        lines = (title and layout["title"]["text"] or "").count("<br>") + 1
+        _merge(layout, dict(margin=dict(l=10, r=10, t=40 + line_px * lines if title else 20, b=10)))
     elif extra_lines:
-        fig.update_layout(margin=dict(t=fig.layout.margin.t + line_px * extra_lines))
-    fig.update_xaxes(automargin=True, title_font=dict(size=font_px(FONT_SIZE)), tickfont=dict(size=font_px(FONT_SIZE - 2)))
-    fig.update_yaxes(automargin=True, title_font=dict(size=font_px(FONT_SIZE)), tickfont=dict(size=font_px(FONT_SIZE - 2)))
+        margin["t"] += line_px * extra_lines
+    axes = sorted({key for key in layout if _AXIS.match(key)} | {"xaxis", "yaxis"})
+    for name in axes:
+        _merge(_part(layout, name), dict(automargin=True, title=dict(font=dict(size=font_px(FONT_SIZE))),
+                                         tickfont=dict(size=font_px(FONT_SIZE - 2))))
     if present:
-        fig.update_polars(angularaxis_tickfont_size=font_px(FONT_SIZE - 2), radialaxis_tickfont_size=font_px(FONT_SIZE - 2))
-    if present:   # a log axis labels 2 and 5 of each decade at 3/4 of the tick size: decades only
-        fig.for_each_xaxis(lambda ax: ax.update(dtick=1) if ax.type == "log" and ax.dtick is None else None)
-        fig.for_each_yaxis(lambda ax: ax.update(dtick=1) if ax.type == "log" and ax.dtick is None else None)
+        tick = dict(tickfont=dict(size=font_px(FONT_SIZE - 2)))
+        for name in {key for key in layout if _POLAR.match(key)} | {"polar"}:
+            _merge(_part(layout, name), dict(angularaxis=tick, radialaxis=tick))
+        for name in axes:   # a log axis labels 2 and 5 of each decade at 3/4 of the tick size: decades only
+            if layout[name].get("type") == "log" and layout[name].get("dtick") is None:
+                layout[name]["dtick"] = 1
     if height is not None:
-        fig.update_layout(height=height)
-    return fig
+        layout["height"] = height
+    return spec
 
 
 def plot(fig: go.Figure, key: str, height: int | None = None, static: bool = False,
@@ -211,11 +255,14 @@ def plot(fig: go.Figure, key: str, height: int | None = None, static: bool = Fal
     """Draw a figure with the course look (Streamlit's own chart theme off). ``static``
     draws it as a picture (no hover, zoom or toolbar), which is quicker to draw. A long title is
     wrapped at ``title_width`` characters (pass a smaller one for a chart in a narrow column)."""
-    fig = style(fig, height, title_width)
+    spec = style(fig, height, title_width)
     config = {"staticPlot": True} if static else {"displaylogo": False,
                                                    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
-                                                   "toImageButtonOptions": export_options(fig, key)}
-    st.plotly_chart(fig, key=key, theme=None, width="stretch", config=config)
+                                                   "toImageButtonOptions": export_options(spec, key)}
+    # Handed over as a figure made from the styled JSON without checking it again (plotly's
+    # _validate=False, as plotly's own templates do): Streamlit would check a plain dict
+    # property by property, which costs as much as building the figure did.
+    st.plotly_chart(go.Figure(spec, _validate=False), key=key, theme=None, width="stretch", config=config)
 
 
 # The toolbar's camera button downloads the chart for a slide: laid out EXPORT_WIDTH px wide
@@ -232,10 +279,10 @@ def export_name(key: str) -> str:
     return f"decoder-lab_{presenter.current_page()}_{safe}"
 
 
-def export_options(fig: go.Figure, key: str) -> dict:
+def export_options(spec: dict, key: str) -> dict:
     """plotly's toImageButtonOptions for a chart drawn with ``key``."""
     options = {"format": presenter.export_format(), "filename": export_name(key),
                "width": EXPORT_WIDTH, "scale": EXPORT_SCALE}
-    if fig.layout.height is not None:
-        options["height"] = fig.layout.height
+    if spec["layout"].get("height") is not None:
+        options["height"] = spec["layout"]["height"]
     return options
