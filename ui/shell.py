@@ -104,7 +104,8 @@ def start() -> list[str]:
 
 
 def navigation():
-    """st.navigation over the course, titles translated for this run."""
+    """st.navigation over the course, titles translated for this run. Every lesson listed:
+    collapsed, Streamlit's menu ended in its own "View 4 more", in English in every language."""
     sections = {}
     for section, pages in nav.SECTIONS:
         sections[t(f"nav.section.{section}")] = [
@@ -112,7 +113,7 @@ def navigation():
                     url_path=page, default=page == nav.HOME)
             for page, icon in pages
         ]
-    return st.navigation(sections)
+    return st.navigation(sections, expanded=True)
 
 
 def _on_lang() -> None:

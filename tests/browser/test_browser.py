@@ -140,6 +140,17 @@ def test_language_switch_in_sidebar(tab, base_url):
     assert query(tab).get("lang") == "zh-Hans"
 
 
+def test_the_sidebar_lists_every_lesson_in_the_learners_language(tab, base_url):
+    """No "View 4 more" from Streamlit's collapsed menu (English on a Chinese page)."""
+    tab.goto(harness.page_url(base_url, "home", lang="zh-Hant"))
+    harness.wait_until_drawn(tab)
+    links = tab.locator("[data-testid='stSidebarNav'] a")
+    assert links.count() == len(nav.PAGES)
+    # each link reads its icon (a Material ligature such as "home"), then its title
+    assert [a.inner_text().strip().split("\n")[-1] for a in links.all()] == [i18n.catalog("zh-Hant")[f"nav.{p}"] for p in nav.PAGES]
+    assert "View" not in tab.locator("[data-testid='stSidebarNav']").inner_text()
+
+
 def test_unknown_params_are_dropped(tab, base_url):
     tab.goto(harness.page_url(base_url, "tokens", lang="en", top="5", nonsense="1"))
     harness.wait_until_drawn(tab)
