@@ -28,12 +28,12 @@ def test_last_layer_is_the_model_prediction(lm, run):
 
 def test_gemma_lens_reads_with_its_final_norm_and_tied_unembedding(gemma):
     """Gemma: the last depth is the model's own output (its final norm, W_U = W_E^T), and a
-    middle depth decodes like a direct RMSNorm + W_E^T read-out, chunked for its 262,144 entries."""
-    from lesson_model.analysis.lens import chunk_rows
+    middle depth decodes like a direct RMSNorm + W_E^T read-out, in slices of its 262,144 entries."""
+    from lesson_model.analysis.lens import slice_width
     text = "日本的首都是東京，法國的首都是"
     run = gemma.run(text, names=logit_lens_names(gemma, include_embed=True))
     lens = logit_lens(gemma, run, k=2, include_embed=True)
-    assert chunk_rows(gemma) < lens.top_ids.shape[0] * lens.top_ids.shape[1]       # really decoded in chunks
+    assert slice_width(lens.top_ids.shape[0] * lens.top_ids.shape[1]) < gemma.cfg.vocab_size   # really in slices
     assert torch.equal(lens.top_ids[-1, :, 0], run.logits[0].argmax(-1)) and torch.all(lens.target_ranks[-1] == 0)
     probs = run.logits[0].softmax(-1)
     assert torch.allclose(lens.top_probs[-1], torch.topk(probs, 2).values, atol=1e-5)

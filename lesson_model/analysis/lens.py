@@ -23,11 +23,17 @@ import torch
 
 
 CHUNK_FLOATS = 256 * 49_152   # logits per decoded chunk (50 MB of float32): 256 rows on SmolLM2, 48 on Gemma
+SLICE_FLOATS = 1 << 20        # logits per vocabulary slice of the lens (4 MB: stays in the CPU's caches)
 
 
 def chunk_rows(lm) -> int:
     """Vectors decoded per matrix product, so a chunk of logits stays at CHUNK_FLOATS."""
     return max(1, CHUNK_FLOATS // lm.cfg.vocab_size)
+
+
+def slice_width(n_vectors: int) -> int:
+    """Vocabulary entries the lens decodes at a time for n_vectors vectors (SLICE_FLOATS logits)."""
+    return max(1024, SLICE_FLOATS // max(1, n_vectors))
 
 
 def logit_lens_names(lm, include_embed: bool = False) -> list[str]:
@@ -42,15 +48,64 @@ def decode_residual(lm, resid: torch.Tensor) -> torch.Tensor:
     return _decode(lm, resid).to(resid.device)
 
 
-def _decode(lm, resid: torch.Tensor) -> torch.Tensor:
-    """decode_residual, leaving the logits on the model's device."""
+def _normed(lm, resid: torch.Tensor) -> torch.Tensor:
+    """The final norm of the model applied to resid [..., d_model], on the model's device."""
     d = lm.decoder
     w = d.ln_final.weight.detach().float()
-    eps = d.ln_final.eps
     resid = resid.float().to(w.device)
+    return resid / (resid.pow(2).mean(-1, keepdim=True) + d.ln_final.eps).sqrt() * w      # [..., d_model]
+
+
+def _decode(lm, resid: torch.Tensor) -> torch.Tensor:
+    """decode_residual, leaving the logits on the model's device."""
     with torch.inference_mode():
-        normed = resid / (resid.pow(2).mean(-1, keepdim=True) + eps).sqrt() * w    # [..., d_model]
-        return normed @ d.W_U.detach().float()                                     # [..., vocab]
+        return _normed(lm, resid) @ lm.decoder.W_U.detach().float()                     # [..., vocab]
+
+
+def read_out(lm, resid: torch.Tensor, k: int, targets: torch.Tensor | None = None):
+    """What decode_residual's logits say about each of the vectors resid [rows, d_model], without
+    holding them: the k most likely tokens and their probabilities ([rows, k] each), and with
+    ``targets`` [rows] the probability of each row's target and its rank (the number of tokens
+    with a larger logit; 0 = top), [rows] each (None without targets).
+
+    The vocabulary is decoded one slice of columns at a time (slice_width), for every row at
+    once: the unembedding is read once, and a slice of logits stays in the CPU's caches. The
+    softmax is kept as it goes (the largest logit so far and the sum of exp(logit - largest)),
+    so each probability is exp(logit - logsumexp) over the whole vocabulary."""
+    W = lm.decoder.W_U.detach().float()                                    # [d_model, vocab]
+    with torch.inference_mode():
+        normed = _normed(lm, resid)                                        # [rows, d_model]
+        rows, vocab = normed.shape[0], W.shape[1]
+        largest = torch.full((rows,), -torch.inf, device=W.device)         # [rows] running max logit
+        total = torch.zeros(rows, device=W.device)                         # [rows] sum of exp(logit - largest)
+        top_v = torch.empty(rows, 0, device=W.device)                      # [rows, <=k] best logits so far
+        top_i = torch.empty(rows, 0, dtype=torch.long, device=W.device)
+        if targets is not None:
+            targets = torch.as_tensor(targets).reshape(-1).to(W.device)
+            # each row's target logit, by the same matrix product as the slices (an elementwise
+            # sum rounds differently, and a near-tie would then count the wrong way)
+            wanted, which = targets.unique(return_inverse=True)
+            target_logit = (normed @ W[:, wanted]).gather(1, which[:, None])[:, 0]   # [rows]
+            above = torch.zeros(rows, dtype=torch.long, device=W.device)   # [rows] tokens with a larger one
+        width = slice_width(rows)
+        for start in range(0, vocab, width):
+            logits = normed @ W[:, start:start + width]                    # [rows, width]
+            new_largest = torch.maximum(largest, logits.amax(-1))
+            total = total * torch.exp(largest - new_largest) + torch.exp(logits - new_largest[:, None]).sum(-1)
+            largest = new_largest
+            v, i = logits.topk(min(k, logits.shape[1]), dim=-1)
+            top_v, best = torch.cat([top_v, v], 1).topk(min(k, top_v.shape[1] + v.shape[1]), dim=-1)
+            top_i = torch.cat([top_i, i + start], 1).gather(1, best)
+            if targets is not None:
+                larger = logits > target_logit[:, None]                    # [rows, width]
+                own = ((targets >= start) & (targets < start + width)).nonzero()[:, 0]
+                larger[own, targets[own] - start] = False                  # a token is not larger than itself
+                above += larger.sum(-1)
+        logsumexp = largest + total.log()                                  # [rows]
+        top_p = torch.exp(top_v - logsumexp[:, None])
+        if targets is None:
+            return top_i, top_p, None, None
+        return top_i, top_p, torch.exp(target_logit - logsumexp), above
 
 
 @dataclass
@@ -76,7 +131,8 @@ def logit_lens(lm, run, positions: list[int] | None = None, k: int = 1, include_
     Returns the top-k tokens with probabilities at each (depth, position), and for each
     position the probability and rank, at every depth, of ``targets`` (default: the token
     the model finally predicts there, the argmax of the last depth's logits).
-    Decodes at most chunk_rows(lm) vectors at a time, so memory stays at CHUNK_FLOATS logits.
+    Every (depth, position) vector is read out together, a slice of the vocabulary at a time
+    (read_out), so the logits are never held whole.
     """
     n_pos = run.cache[f"blocks.{lm.cfg.n_layers - 1}.hook_resid_post"].shape[1]
     positions = list(range(n_pos)) if positions is None else [p % n_pos for p in positions]
@@ -87,30 +143,22 @@ def logit_lens(lm, run, positions: list[int] | None = None, k: int = 1, include_
         name = "hook_embed" if depth == -1 else f"blocks.{depth}.hook_resid_post"
         return run.cache[name][0, index]
 
-    with torch.inference_mode():
-        if targets is None:
-            targets = _decode(lm, stream(lm.cfg.n_layers - 1)).argmax(-1)          # [pos]
-        targets = torch.as_tensor(targets).reshape(-1).to(lm.decoder.W_E.device)
-        # Every (depth, position) vector in one batch, decoded in chunks of rows: the
-        # unembedding (vocab x d_model) is read once per chunk instead of once per depth.
-        streams = torch.stack([stream(depth) for depth in layers])                 # [depth, pos, d_model]
-        flat = streams.reshape(-1, streams.shape[-1])                               # [depth * pos, d_model]
-        flat_targets = targets.repeat(len(layers))                                  # [depth * pos]
-        tops_i, tops_p, t_probs, t_ranks = [], [], [], []
-        rows = chunk_rows(lm)
-        for start in range(0, flat.shape[0], rows):
-            logits = _decode(lm, flat[start:start + rows])                          # [rows, vocab]
-            probs = logits.softmax(-1)
-            top = torch.topk(probs, k, dim=-1)
-            tops_i.append(top.indices)
-            tops_p.append(top.values)
-            tgt = flat_targets[start:start + rows, None]                            # [rows, 1]
-            t_probs.append(probs.gather(-1, tgt)[:, 0])
-            t_ranks.append((logits > logits.gather(-1, tgt)).sum(-1))
-        shape = (len(layers), len(positions))
-        top_ids, top_probs = torch.cat(tops_i).reshape(*shape, k).cpu(), torch.cat(tops_p).reshape(*shape, k).cpu()
-        target_probs, target_ranks = torch.cat(t_probs).reshape(shape).cpu(), torch.cat(t_ranks).reshape(shape).cpu()
-        targets = targets.cpu()
+    streams = torch.stack([stream(depth) for depth in layers])                     # [depth, pos, d_model]
+    if targets is None:       # the model's own prediction at each position: the last depth's top token
+        last_i, last_p, _, _ = read_out(lm, streams[-1], k)
+        targets = last_i[:, 0]
+        ranks_last = torch.zeros_like(targets)                                     # the top token is rank 0
+        earlier = read_out(lm, streams[:-1].reshape(-1, streams.shape[-1]), k,
+                           targets.repeat(len(layers) - 1)) if len(layers) > 1 else None
+        parts = ([] if earlier is None else [earlier]) + [(last_i, last_p, last_p[:, 0], ranks_last)]
+    else:                     # every depth against the given targets
+        targets = torch.as_tensor(targets).reshape(-1)
+        parts = [read_out(lm, streams.reshape(-1, streams.shape[-1]), k, targets.repeat(len(layers)))]
+    top_i, top_p, t_probs, t_ranks = (torch.cat([part[j] for part in parts]).cpu() for j in range(4))
+    shape = (len(layers), len(positions))
+    top_ids, top_probs = top_i.reshape(*shape, k), top_p.reshape(*shape, k)
+    target_probs, target_ranks = t_probs.reshape(shape), t_ranks.reshape(shape)
+    targets = targets.cpu()
     return LogitLens(layers=layers, positions=positions, top_ids=top_ids, top_probs=top_probs,
                      target_ids=targets, target_probs=target_probs, target_ranks=target_ranks)
 
