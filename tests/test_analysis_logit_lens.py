@@ -80,3 +80,23 @@ def test_custom_targets_and_first_depth(lm, run):
         assert ranks[-1] != 0
     else:
         assert all(r == 0 for r in ranks[first:]) and (first == 0 or ranks[first - 1] != 0)
+
+
+def test_read_out_in_slices_matches_whole_logits(lm, run, monkeypatch):
+    """read_out, forced into 1,024-entry slices, gives what the whole logits give: top-k ids and
+    probabilities, and the probability and rank of targets that are the top token, sit on a
+    slice's edge, or rank low."""
+    from lesson_model.analysis import lens as LL
+    monkeypatch.setattr(LL, "SLICE_FLOATS", 1)                       # slice_width -> its floor, 1024
+    x = run.cache["blocks.12.hook_resid_post"][0]                     # [pos, d_model]
+    logits = LL.decode_residual(lm, x)                                # [pos, vocab]
+    assert LL.slice_width(x.shape[0]) == 1024 < logits.shape[1]
+    targets = logits.argmax(-1).clone()                               # rank 0 ...
+    targets[1], targets[2], targets[3] = 1023, 1024, int(logits[3].argmin())   # ... a slice's edges, the last
+    top_i, top_p, t_p, t_rank = LL.read_out(lm, x, 3, targets)
+    probs = logits.softmax(-1)
+    assert torch.equal(top_i, logits.topk(3, -1).indices)
+    assert torch.allclose(top_p, probs.topk(3, -1).values, atol=1e-5)
+    assert torch.allclose(t_p, probs.gather(-1, targets[:, None])[:, 0], atol=1e-6)
+    assert torch.equal(t_rank, (logits > logits.gather(-1, targets[:, None])).sum(-1))
+    assert int(t_rank[0]) == 0 and int(t_rank[3]) == logits.shape[1] - 1
