@@ -304,8 +304,8 @@ class WindowDemo:
 
 def window_demo(lm, ids, pool: int = 16) -> WindowDemo | None:
     """Run the model's first blocks on ``ids`` (longer than the window) up to the global layer
-    of window_layers(lm.cfg), keeping those two layers' patterns; the rest of the model is not
-    needed for them. None on a model without sliding layers."""
+    of window_layers(lm.cfg), keeping those two layers' patterns; the rest of the model (and
+    that layer's MLP) is not needed for them. None on a model without sliding layers."""
     cfg = lm.cfg
     pair = window_layers(cfg)
     if pair is None:
@@ -316,10 +316,14 @@ def window_demo(lm, ids, pool: int = 16) -> WindowDemo | None:
     x = torch.as_tensor([list(ids)], dtype=torch.long, device=lm.device)            # [1, n]
     n = x.shape[1]
     positions = torch.arange(n, device=lm.device)
+    last = max(pair)
     with torch.inference_mode():
         resid = lm.decoder.embed(x)                                                   # [1, n, d_model]
-        for layer in range(max(pair) + 1):                                            # the model's own blocks
+        for layer in range(last):                                                     # the model's own blocks
             resid = lm.decoder.blocks[layer](resid, lm.decoder.rope_for(layer), positions, hooks, layer)
+        block = lm.decoder.blocks[last]       # the last one: only its attention pattern is read, so no MLP
+        block.attn(block.ln1(resid, hooks, f"blocks.{last}.ln1"), lm.decoder.rope_for(last), positions, hooks,
+                   f"blocks.{last}.attn", None, last)
     cells = -(-n // pool)
     pooled, last, zero, count = {}, {}, {}, {}
     causal = torch.ones(n, n, dtype=torch.bool).tril()
