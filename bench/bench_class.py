@@ -204,9 +204,13 @@ def problems(result: Result | None) -> list[str]:
     return result.exceptions + result.problems + ([] if result.status == "FINISHED_SUCCESSFULLY" else [result.status])
 
 
-def run_class(srv: Server, n: int, case: str, salt: str, timeout: float) -> list[Student]:
+def run_class(srv: Server, n: int, case: str, salt: str, timeout: float,
+              marks: list | None = None) -> list[Student]:
+    """Drive the class; ``marks`` gets (time, server CPU-s) each time every student is ready:
+    before the first views and before the reruns."""
     class_ = students(n)
-    barrier = threading.Barrier(n)
+    barrier = threading.Barrier(n, action=None if marks is None else
+                                lambda: marks.append((time.monotonic(), srv.cpu_seconds())))
     threads = [threading.Thread(target=drive, args=(srv.base, s, case, salt, barrier, timeout, srv.cookie_for(s)),
                                 daemon=True)
                for s in class_]
@@ -273,8 +277,10 @@ def main(argv=None) -> None:
         for n in args.students:
             for case in args.cases:
                 cpu0, own0, wall0 = srv.cpu_seconds(), time.process_time(), time.monotonic()
-                class_ = run_class(srv, n, case, salt=f"{n}{case[0]}", timeout=args.timeout)
+                marks: list = []
+                class_ = run_class(srv, n, case, salt=f"{n}{case[0]}", timeout=args.timeout, marks=marks)
                 cpu, own, wall = srv.cpu_seconds() - cpu0, time.process_time() - own0, time.monotonic() - wall0
+                marks.append((time.monotonic(), srv.cpu_seconds()))
                 first = [s.first.seconds for s in class_ if s.first and s.first.ok]
                 rerun = [s.rerun.seconds for s in class_ if s.rerun and s.rerun.ok]
                 errors = [f"{s.page}/{s.lang}/{s.model}: {p}" for s in class_
@@ -287,6 +293,12 @@ def main(argv=None) -> None:
                 print(" | ".join(str(c) for c in row), flush=True)
                 print(f"   {wall:.1f} s for the class (both views): the server used {cpu:.1f} CPU-s "
                       f"({cpu / wall:.2f} cores), these simulated browsers {own:.1f} CPU-s; {srv.resident()}", flush=True)
+                print("   " + "; ".join(f"{phase}: {c1 - c0:.1f} CPU-s in {t1 - t0:.1f} s ({(c1 - c0) / max(t1 - t0, 1e-9):.2f} cores)"
+                                     for phase, (t0, c0), (t1, c1) in zip(("first views", "reruns"), marks, marks[1:])),
+                      flush=True)
+                reruns = sorted(((s.rerun.seconds, s) for s in class_ if s.rerun), key=lambda r: -r[0])[:6]
+                print("   slowest reruns: " + ", ".join(f"{t:.2f} s {s.page}/{s.model}/{s.lang}" for t, s in reruns),
+                      flush=True)
                 for error in errors[:5]:
                     print("   error:", error[:300], flush=True)
         if spy is not None:
