@@ -40,7 +40,9 @@ LONG = (cfg.sliding_window or 0) * 5 // 4     # the long prompt of the window se
 
 @st.cache_data(max_entries=8, show_spinner=False)
 def long_run(model_name: str, ids: tuple[int, ...], n_special: int, _lm=None):
-    """The window demo on the prompt repeated to LONG tokens (keyed on the model's name)."""
+    """The window demo on a prompt repeated to LONG tokens (keyed on the model's name). On the
+    default prompt of each language it is computed once for every session (at start-up, by the
+    warm-up); a learner's own prompt only when they ask for it."""
     return A.window_demo(_lm, A.repeat_to_length(ids, LONG, n_special))
 
 
@@ -184,15 +186,23 @@ page.prose("window")
 pair = A.window_layers(cfg)
 demo = None
 if pair is not None:
-    n_special = next((i for i, tok in enumerate(tokens) if not tok.special), len(tokens))
+    # The default prompt by default: the demo is the same lesson on any text, and a new prompt of
+    # the learner's would run six blocks over LONG tokens each time (the page's costliest part).
+    default_tokens = lm.tokenize(i18n.t("prompt.default"))
+    own = [tok.id for tok in tokens] != [tok.id for tok in default_tokens]
+    mine = own and state.url_bool("window_mine", page.t("window_mine"), False,
+                                  help=page.t("window_mine_help", n=f"{LONG:,}"))
+    long_tokens = tokens if mine or not own else default_tokens
+    n_special = next((i for i, tok in enumerate(long_tokens) if not tok.special), len(long_tokens))
     with st.spinner(page.t("window_spinner", n=f"{LONG:,}")):
-        demo = long_run(lm.name, tuple(tok.id for tok in tokens), n_special, _lm=lm)
+        demo = long_run(lm.name, tuple(tok.id for tok in long_tokens), n_special, _lm=lm)
+    source = "mine" if mine or not own else "default"
     s_layer, g_layer = demo.layers
     theme.plot(F.window_figure([demo.pooled[s_layer], demo.pooled[g_layer]], demo.pool, demo.n, demo.window,
                                [page.t("fig.window_sliding", layer=s_layer, w=f"{demo.window:,}"),
                                 page.t("fig.window_global", layer=g_layer)], page.t),
                key="window_chart", height=520, title_width=WIDE)
-    st.caption(page.t("window_caption", n=f"{demo.n:,}", pool=demo.pool, w=f"{demo.window:,}"))
+    st.caption(page.t(f"window_caption_{source}", n=f"{demo.n:,}", pool=demo.pool, w=f"{demo.window:,}"))
 
 # --- 6. cost ---------------------------------------------------------------------------------
 st.subheader(page.t("cost_title"), anchor=False)
@@ -253,9 +263,9 @@ observations.append(page.t("notice.cost_one" if n == 1 else "notice.cost", n=n, 
 if demo is not None:
     s_far, g_far = demo.beyond(s_layer), demo.beyond(g_layer)
     observations.append(page.t(
-        "notice.window", n=f"{demo.n:,}", w=f"{demo.window:,}", s=s_layer, g=g_layer,
+        f"notice.window_{source}", n=f"{demo.n:,}", w=f"{demo.window:,}", s=s_layer, g=g_layer,
         s_max=f"{float(s_far.max()):.0%}", g_lo=f"{float(g_far.min()):.0%}", g_hi=f"{float(g_far.max()):.0%}",
-        first=md_tok(0), g_first=f"{float(demo.last_row[g_layer][:, 0].max()):.0%}",
+        first=md_labeler(long_tokens)(0), g_first=f"{float(demo.last_row[g_layer][:, 0].max()):.0%}",
         checked=page.t("notice.window_zero" if demo.outside_zero[s_layer] else "notice.window_nonzero",
                        count=f"{demo.outside_count[s_layer]:,}")))
     per_token = A.sliding_attention_per_token(cfg)

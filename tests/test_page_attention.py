@@ -5,7 +5,10 @@ controls are bound to the URL (bad values clamped with a note), and the search f
 from __future__ import annotations
 
 
+import math
+
 import pytest
+import torch
 
 from lesson_model.analysis import attention as A
 from tests._apptest import charts, errors, text_of, says
@@ -296,6 +299,49 @@ def test_gemma_window_on_a_long_prompt(open_page, gemma):
     z_s, z_g = fig["data"][0]["z"], fig["data"][2]["z"]
     assert z_s[-1][0] is None and z_g[-1][0] is not None        # bottom-left: 600+ back, blank only when sliding
     assert "1,048,576 multiply-adds per token, below the 5,570,560" in text
+
+
+OWN = "My dog chased the ball across the park because it was"
+
+
+def _window_line(demo, source: str) -> str:
+    s, g = demo.layers
+    far = demo.beyond(g)
+    return (f"On {source} repeated to {demo.n:,} tokens, the last token in sliding-window layer {s} puts "
+            f"{float(demo.beyond(s).max()):.0%} of its attention on keys 512 or more positions back, in every head: "
+            f"the {demo.outside_count[s]:,} query-key pairs its window hides are all exactly 0. Global layer {g} "
+            f"gives those keys {float(far.min()):.0%}–{float(far.max()):.0%} per head")
+
+
+def test_gemma_window_on_an_own_prompt_shows_the_default_prompt_unless_asked(open_page, gemma):
+    """A learner's own prompt: the window demo stays on the default prompt (computed once for
+    every session) and says so; with the toggle on (?window_mine=1) it runs on theirs."""
+    at = open_page("attention", lang="en", model=GEMMA, prompt=OWN)
+    assert not errors(at)
+    assert at.toggle(key="window_mine").value is False
+    default = A.window_demo(gemma, A.repeat_to_length(gemma.encode(DEFAULT), 640, 1))
+    text = text_of(at)
+    assert _window_line(default, "the default prompt") in text
+    assert "The default prompt repeated to 640 tokens" in text and "Your prompt repeated" not in text
+    at = open_page("attention", lang="en", model=GEMMA, prompt=OWN, params={"window_mine": 1})
+    assert not errors(at) and at.toggle(key="window_mine").value is True
+    mine = A.window_demo(gemma, A.repeat_to_length(gemma.encode(OWN), 640, 1))
+    assert not torch.equal(mine.pooled[mine.layers[1]], default.pooled[default.layers[1]])   # really another text
+    text = text_of(at)
+    assert _window_line(mine, "your prompt") in text and "Your prompt repeated to 640 tokens" in text
+    z = charts(at)["window_chart"]["data"][2]["z"]
+    assert z[-1][0] == pytest.approx(math.log10(float(mine.pooled[mine.layers[1]][-1, 0])), abs=1e-5)   # log colour
+
+
+def test_gemma_window_toggle_only_when_the_prompt_is_not_the_default(open_page):
+    at = open_page("attention", lang="zh-Hant", model=GEMMA)
+    assert not errors(at)
+    assert not [t for t in at.toggle if t.key == "window_mine"]
+    assert "把你的提示詞重複到 640 個詞元" in text_of(at)
+    at = open_page("attention", lang="zh-Hans", model=GEMMA, prompt="我的狗追着球跑过公园，因为它")
+    assert not errors(at)
+    assert at.toggle(key="window_mine").label == "重复我的提示词"
+    assert "把默认提示词重复到 640 个词元" in text_of(at)
 
 
 def test_smollm2_has_no_window(open_page):
