@@ -316,14 +316,14 @@ def window_demo(lm, ids, pool: int = 16) -> WindowDemo | None:
     x = torch.as_tensor([list(ids)], dtype=torch.long, device=lm.device)            # [1, n]
     n = x.shape[1]
     positions = torch.arange(n, device=lm.device)
-    last = max(pair)
+    top_layer = max(pair)
     with torch.inference_mode():
         resid = lm.decoder.embed(x)                                                   # [1, n, d_model]
-        for layer in range(last):                                                     # the model's own blocks
+        for layer in range(top_layer):                                                # the model's own blocks
             resid = lm.decoder.blocks[layer](resid, lm.decoder.rope_for(layer), positions, hooks, layer)
-        block = lm.decoder.blocks[last]       # the last one: only its attention pattern is read, so no MLP
-        block.attn(block.ln1(resid, hooks, f"blocks.{last}.ln1"), lm.decoder.rope_for(last), positions, hooks,
-                   f"blocks.{last}.attn", None, last)
+        block = lm.decoder.blocks[top_layer]  # the last one: only its attention pattern is read, so no MLP
+        block.attn(block.ln1(resid, hooks, f"blocks.{top_layer}.ln1"), lm.decoder.rope_for(top_layer), positions,
+                   hooks, f"blocks.{top_layer}.attn", None, top_layer)
     cells = -(-n // pool)
     pooled, last, zero, count = {}, {}, {}, {}
     causal = torch.ones(n, n, dtype=torch.bool).tril()
