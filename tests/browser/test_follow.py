@@ -68,6 +68,24 @@ def button(page, key: str):
     return page.locator(f".st-key-{key} button >> visible=true").first
 
 
+def press_until(page, key: str, shown: str, tries: int = 3, wait_ms: int = 20_000) -> None:
+    """Click the button ``key`` until ``shown`` (a selector) appears. A click that lands while the
+    student's follow poll (a fragment, every second) redraws the class panel can be dropped,
+    as a learner's click would be (they click again): seen once in a full CI run, under load."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+    for attempt in range(tries):
+        if page.locator(shown).first.is_visible():
+            return
+        if button(page, key).is_visible():
+            button(page, key).click()
+        try:
+            page.wait_for_selector(shown, timeout=wait_ms)
+            return
+        except PlaywrightTimeout:
+            if attempt == tries - 1:
+                raise
+
+
 # Installed in each student's tab before the teacher acts: the browser notes (Date.now(), the same
 # clock as time.time() here) the first moment its address bar shows the change, so the measured
 # time does not include this process reading five busy tabs one after the other.
@@ -225,8 +243,7 @@ def test_five_students_follow_one_teacher():
             # 4. One student steps out; the others follow the teacher to attention, the one stays.
             out, out_lang = students[1]
             harness.wait_until_drawn(out)
-            button(out, "class_stop").click()
-            out.wait_for_selector(".st-key-class_again", timeout=30_000)
+            press_until(out, "class_stop", ".st-key-class_again")
             teacher.wait_for_function(
                 "n => [...document.querySelectorAll(\"[data-testid='stSidebar'] strong\")].some(e => e.textContent === n)",
                 arg=str(len(students) - 1), timeout=30_000)
