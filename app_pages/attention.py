@@ -190,13 +190,13 @@ if pair is not None:
     # the learner's would run six blocks over LONG tokens each time (the page's costliest part).
     default_tokens = lm.tokenize(i18n.t("prompt.default"))
     own = [tok.id for tok in tokens] != [tok.id for tok in default_tokens]
-    mine = own and state.url_bool("window_mine", page.t("window_mine"), False,
-                                  help=page.t("window_mine_help", n=f"{LONG:,}"))
-    long_tokens = tokens if mine or not own else default_tokens
+    mine = not own or state.url_bool("window_mine", page.t("window_mine"), False,      # the toggle: own prompts only
+                                     help=page.t("window_mine_help", n=f"{LONG:,}"))
+    long_tokens = tokens if mine else default_tokens
     n_special = next((i for i, tok in enumerate(long_tokens) if not tok.special), len(long_tokens))
     with st.spinner(page.t("window_spinner", n=f"{LONG:,}")):
         demo = long_run(lm.name, tuple(tok.id for tok in long_tokens), n_special, _lm=lm)
-    source = "mine" if mine or not own else "default"
+    source = "mine" if mine else "default"
     s_layer, g_layer = demo.layers
     theme.plot(F.window_figure([demo.pooled[s_layer], demo.pooled[g_layer]], demo.pool, demo.n, demo.window,
                                [page.t("fig.window_sliding", layer=s_layer, w=f"{demo.window:,}"),
