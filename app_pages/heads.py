@@ -126,7 +126,7 @@ with left:
     overview = F.overview_figure(grid.tolist(), measure, (layer, head), page.t,
                                  page.t("fig.overview_title", measure=page.t(f"fig.measure.{measure}")))
     overview = theme.style(overview, height=160 + 24 * cfg.n_layers, title_width=24)     # a narrow column
-    st.plotly_chart(overview, key="overview", theme=None, width="stretch", on_select=open_from_chart,
+    st.plotly_chart(theme.unchecked(overview), key="overview", theme=None, width="stretch", on_select=open_from_chart,
                     selection_mode="points",
                     config={"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]})
     st.caption(page.t("overview_caption"))

@@ -1,7 +1,7 @@
 """Lesson 0, the big picture: the decoder loop, a live next-token demo on the shared
 prompt, and the card of the model that is running."""
 
-import plotly.graph_objects as go
+from ui import chart as go
 import streamlit as st
 import torch
 

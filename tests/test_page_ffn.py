@@ -293,8 +293,8 @@ def test_strip_rows_hold_their_widest_label_and_bar_values_have_room():
     assert F.strip_per_row(["因為它們"]) == wide        # 4 CJK characters are as wide as 8 Latin ones
     assert F.strip_per_row(["x" * 40]) == 4
     fig = F.neuron_bar_figure(lambda key, **kw: key, [1, 2, 3], [8.29, -5.73, 2.5], 1, "cat")
-    lo, hi = fig.layout.xaxis.range
+    lo, hi = fig.to_dict()["layout"]["xaxis"]["range"]
     span = 8.29 + 5.73
     assert lo <= -5.73 - 0.3 * span and hi >= 8.29 + 0.3 * span
-    lo, hi = F.neuron_bar_figure(lambda key, **kw: key, [1, 2], [3.0, 1.0], 1, "cat").layout.xaxis.range
+    lo, hi = F.neuron_bar_figure(lambda key, **kw: key, [1, 2], [3.0, 1.0], 1, "cat").to_dict()["layout"]["xaxis"]["range"]
     assert -0.1 < lo < 0 and hi >= 3.0 * 1.3           # all positive: no empty room on the left

@@ -300,7 +300,7 @@ def test_one_base_ladder_label_stands_above_the_short_bars():
     thetas = 100_000 ** (-torch.arange(32) * 2 / 64)
     periods = 2 * math.pi / thetas
     fig = ladder_figure([("base", thetas, periods, 8192, "one turn per 8,192 tokens")], "t", "x", "y", "h")
-    note = fig.layout.annotations[0]
-    assert note.showarrow and note.yanchor == "top" and note.xanchor == "right"
-    assert note.x == note.ax == 31 and note.y == pytest.approx(math.log10(2 * math.pi / 8192))
-    assert note.ayref == "y" and note.ay == pytest.approx(0.0)          # the top bar's top: 10^0 rad/token
+    note = fig.to_dict()["layout"]["annotations"][0]
+    assert note["showarrow"] and note["yanchor"] == "top" and note["xanchor"] == "right"
+    assert note["x"] == note["ax"] == 31 and note["y"] == pytest.approx(math.log10(2 * math.pi / 8192))
+    assert note["ayref"] == "y" and note["ay"] == pytest.approx(0.0)          # the top bar's top: 10^0 rad/token

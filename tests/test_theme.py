@@ -30,7 +30,7 @@ def test_the_residual_norm_chart_breaks_its_long_subplot_title():
 
     names = {"ln.before": "before: the residual vector", "ln.after": LONG}
     fig = norm_compare_figure(lambda key, **kw: names.get(key, key), [0.0, 1.0], [0.0, 1.0], [0.0, 1.0], "t")
-    before, after = (note.text for note in fig.layout.annotations[:2])
+    before, after = (note["text"] for note in fig.to_dict()["layout"]["annotations"][:2])
     assert before == names["ln.before"]
     assert len(lines(after)) >= 2 and all(theme.width_units(line) <= theme.THREE_QUARTERS_TITLE + 2 for line in lines(after))
     assert "".join(lines(after)).replace(" ", "") == LONG.replace(" ", "")   # nothing lost, only broken

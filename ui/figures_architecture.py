@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import plotly.graph_objects as go
+from ui import chart as go
 
 from ui import theme
 from ui.figures_residual import diagram_font

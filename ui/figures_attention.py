@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import plotly.graph_objects as go
-from plotly.subplots import make_subplots
+from ui import chart as go
+from ui.chart import make_subplots
 
 from ui import theme
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import plotly.graph_objects as go
+from ui import chart as go
 import torch
-from plotly.subplots import make_subplots
+from ui.chart import make_subplots
 
 from lesson_model.analysis import neurons as N
 from ui import theme

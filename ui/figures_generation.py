@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-import plotly.graph_objects as go
+from ui import chart as go
 import streamlit as st
-from plotly.subplots import make_subplots
+from ui.chart import make_subplots
 
 from lesson_model.generation import Step
 from ui import theme
@@ -95,7 +95,7 @@ def candidates_figure(tr: T, labels: Sequence[str], p_model: Sequence[float], p_
                     marker_color=[ORANGE if i == chosen else BLUE for i in range(len(labels))],
                     hovertemplate="%{y}: %{x:.2f}%<extra></extra>")
     else:
-        fig.data[0].marker.color = [ORANGE if i == chosen else LIGHT for i in range(len(labels))]
+        fig.data[0]["marker"]["color"] = [ORANGE if i == chosen else LIGHT for i in range(len(labels))]
     values = p_final if not greedy else p_model
     top = max(values) * 100 if greedy else max(max(p_model), max(p_final)) * 100
     if chosen is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import plotly.graph_objects as go
+from ui import chart as go
 
 from ui import theme
 from ui.figures_attention import head_weight_bars

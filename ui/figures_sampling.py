@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import plotly.graph_objects as go
+from ui import chart as go
 import streamlit as st
-from plotly.subplots import make_subplots
+from ui.chart import make_subplots
 
 from ui import state, theme
 from ui.i18n import t

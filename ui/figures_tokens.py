@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-import plotly.graph_objects as go
+from ui import chart as go
 import streamlit as st
 
 from lesson_model.analysis.tokenization import CharacterGroup

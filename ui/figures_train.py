@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import plotly.graph_objects as go
+from ui import chart as go
 
 from ui import theme
 

@@ -190,8 +190,9 @@ def _enlarge(spec: dict) -> None:
                 _enlarge_font((bar.get("title") or {}).get("font"))
 
 
-def style(fig: go.Figure, height: int | None = None, title_width: int = TITLE_WIDTH) -> dict:
-    """The figure's JSON (``fig.to_dict()``, a plain dict) with the course look applied.
+def style(fig, height: int | None = None, title_width: int = TITLE_WIDTH) -> dict:
+    """The figure's JSON (``fig.to_dict()`` of a ui.chart Figure, or of plotly's) with the
+    course look applied.
 
     Written on the dict rather than through plotly's update_layout / update_xaxes, which
     check every property against plotly's schema on every call: that took 13 ms a figure,
@@ -250,7 +251,7 @@ def style(fig: go.Figure, height: int | None = None, title_width: int = TITLE_WI
     return spec
 
 
-def plot(fig: go.Figure, key: str, height: int | None = None, static: bool = False,
+def plot(fig, key: str, height: int | None = None, static: bool = False,
          title_width: int = TITLE_WIDTH) -> None:
     """Draw a figure with the course look (Streamlit's own chart theme off). ``static``
     draws it as a picture (no hover, zoom or toolbar), which is quicker to draw. A long title is
@@ -259,10 +260,14 @@ def plot(fig: go.Figure, key: str, height: int | None = None, static: bool = Fal
     config = {"staticPlot": True} if static else {"displaylogo": False,
                                                    "modeBarButtonsToRemove": ["lasso2d", "select2d"],
                                                    "toImageButtonOptions": export_options(spec, key)}
-    # Handed over as a figure made from the styled JSON without checking it again (plotly's
-    # _validate=False, as plotly's own templates do): Streamlit would check a plain dict
-    # property by property, which costs as much as building the figure did.
-    st.plotly_chart(go.Figure(spec, _validate=False), key=key, theme=None, width="stretch", config=config)
+    st.plotly_chart(unchecked(spec), key=key, theme=None, width="stretch", config=config)
+
+
+def unchecked(spec: dict) -> go.Figure:
+    """The styled JSON as the figure st.plotly_chart takes, not checked again (plotly's
+    _validate=False, as plotly's own templates do): given a plain dict, Streamlit would check
+    it property by property, which costs as much as building the figure did."""
+    return go.Figure(spec, _validate=False)
 
 
 # The toolbar's camera button downloads the chart for a slide: laid out EXPORT_WIDTH px wide
