@@ -83,6 +83,18 @@ def test_distribution_view_greedy_and_no_cut(logits):
     assert free.entropy_final == pytest.approx(free.entropy_model)
 
 
+@pytest.mark.parametrize("values", [
+    torch.tensor([0.5, 2.0, 2.0, -1.0, 2.0, 0.5, 0.5, float("-inf"), 3.0]),     # ties across the cut
+    torch.tensor([0.0, 0.3, 0.0, 0.0, 0.7, 0.0]),                                 # probabilities, mostly 0
+    torch.zeros(7),
+    torch.randn(5000).round(decimals=1),                                          # many ties everywhere
+])
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 6, 50])
+def test_ranked_first_is_the_start_of_a_stable_argsort(values, n):
+    expected = values.argsort(descending=True, stable=True)[:n]
+    assert sd.ranked_first(values, n).tolist() == expected.tolist()
+
+
 def test_logit_histogram_counts_every_entry(logits):
     edges, counts = sd.logit_histogram(logits, bins=25)
     assert counts.sum() == 500 and len(edges) == 26

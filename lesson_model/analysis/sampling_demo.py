@@ -94,17 +94,35 @@ class DistributionView:
     vocab_size: int
 
 
+def ranked_first(values: torch.Tensor, n: int) -> torch.Tensor:
+    """``values.argsort(descending=True, stable=True)[:n]`` for a vector, without sorting all of
+    it (a 262,144-entry sort is most of the work): the entries above the n-th largest value,
+    then as many of those equal to it as fit, earliest first, as a stable sort orders ties."""
+    n = min(n, values.shape[-1])
+    if n <= 0:
+        return torch.empty(0, dtype=torch.long)
+    threshold = torch.topk(values, n).values[-1]
+    above = (values > threshold).nonzero().flatten()                                     # index order
+    ties = (values == threshold).nonzero().flatten()[: n - above.numel()]                # index order
+    candidates = torch.cat([above, ties])
+    return candidates[values[candidates].argsort(descending=True, stable=True)]
+
+
 def distribution_view(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                       top_p: float | None = None, n: int = 20) -> DistributionView:
     """logits [vocab] -> the distributions of the lesson's figures for the n best tokens."""
     logits = logits.float()
     n = min(n, logits.shape[-1])
-    order = logits.argsort(descending=True, stable=True)[:n]                              # [n]
+    order = ranked_first(logits, n)                                                       # [n]
     p_model = logits.softmax(-1)                                                          # [vocab]
-    p_temp = next_token_distribution(logits, temperature)                                # [vocab]
-    p_topk = next_token_distribution(logits, temperature, top_k)                         # [vocab]
-    p_final = next_token_distribution(logits, temperature, top_k, top_p)                 # [vocab]
-    kept_all = torch.isfinite(warp_logits(logits, temperature, top_k, top_p))            # [vocab]
+    # Each step that changes nothing gives the previous step's vector (the same numbers:
+    # next_token_distribution at temperature 1 is the plain softmax, and without a top-k the
+    # top-k step is the temperature's); the final warp gives both p_final and what is kept.
+    p_temp = p_model if temperature == 1.0 else next_token_distribution(logits, temperature)   # [vocab]
+    p_topk = p_temp if not top_k or top_k <= 0 else next_token_distribution(logits, temperature, top_k)
+    warped = warp_logits(logits, temperature, top_k, top_p)                               # [vocab]
+    p_final = warped.softmax(-1)                                                          # [vocab]
+    kept_all = torch.isfinite(warped)                                                     # [vocab]
     ranked_topk = p_topk[order]
     return DistributionView(
         ids=order, logits=logits[order], p_model=p_model[order], p_temp=p_temp[order],
@@ -141,7 +159,7 @@ def sample_histogram(probs: torch.Tensor, n: int, seed: int | None, n_show: int 
     """Draw n tokens from probs [vocab] with a seeded private generator and count them."""
     draws = sample(probs, make_generator(seed), n=n)                                      # [n]
     counts = torch.bincount(draws, minlength=probs.shape[-1])                             # [vocab]
-    likely = [int(i) for i in probs.argsort(descending=True, stable=True)[:n_show] if probs[i] > 0]
+    likely = [int(i) for i in ranked_first(probs, n_show) if probs[i] > 0]
     drawn_rest = [int(i) for i in counts.nonzero().flatten() if int(i) not in likely]
     drawn_rest.sort(key=lambda i: -int(counts[i]))
     shown = likely + drawn_rest[: max(0, n_show - len(likely))]
