@@ -20,6 +20,11 @@ bytes each run sent, and the server's peak resident memory so far (VmHWM of the 
 process, both models loaded). Every N uses prompts no earlier run used, so the shared run
 cache cannot answer from a previous N; the per-model analyses the warm-up filled stay warm.
 
+With ``--repeat K`` each class runs K times on the same warm server, each time with prompts of
+its own, and the medians of their p90s are printed: this machine's speed varies from run to
+run (the same class took 5.2-7.3 server CPU-s for its reruns within an hour), so single runs
+of two versions are hard to compare.
+
 With ``--apps K`` (K > 1) the server is deploy/'s: K app processes behind nginx, one Redis
 (deploy/cluster.py; needs the nginx and redis-server packages). The students are dealt out to
 the processes in turn by nginx's route cookie. CPU seconds are the processes' together, and
@@ -190,12 +195,15 @@ def _warm(srv: Server, start: float, done: str) -> Server:
     return srv
 
 
+def p90(values: list[float]) -> float:
+    values = sorted(values)
+    return values[min(len(values) - 1, max(0, round(0.9 * len(values)) - 1))]
+
+
 def summary(values: list[float]) -> str:
     if not values:
         return "–"
-    values = sorted(values)
-    p90 = values[min(len(values) - 1, max(0, round(0.9 * len(values)) - 1))]
-    return f"{statistics.median(values):.2f} / {p90:.2f} / {values[-1]:.2f}"
+    return f"{statistics.median(values):.2f} / {p90(values):.2f} / {max(values):.2f}"
 
 
 def problems(result: Result | None) -> list[str]:
@@ -264,6 +272,9 @@ def main(argv=None) -> None:
     parser.add_argument("--output", help=f"write the table here too (default {RESULTS.name} after a full run)")
     parser.add_argument("--apps", type=int, default=1,
                         help="app processes: more than one runs deploy/'s nginx and Redis in front of them")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run each class this many times on the same warm server (new prompts each time): "
+                             "this machine's speed varies from run to run, so compare medians")
     parser.add_argument("--profile", metavar="FILE",
                         help="sample the server with py-spy (pip install py-spy) while the classes run; "
                              "writes collapsed stacks to FILE and prints where the time went")
@@ -272,37 +283,46 @@ def main(argv=None) -> None:
     if args.profile and args.apps > 1:
         parser.error("--profile samples one server process: use it without --apps")
     rows = []
+    repeats: dict[tuple, list[tuple[float, float, float]]] = {}     # (n, case) -> (first p90, rerun p90, rerun CPU-s) per run
     with server(args.apps, Path(tempfile.mkdtemp(prefix="bench-class-"))) as srv:
         spy = start_profile(srv.pids[0], args.profile) if args.profile else None
-        for n in args.students:
-            for case in args.cases:
-                cpu0, own0, wall0 = srv.cpu_seconds(), time.process_time(), time.monotonic()
-                marks: list = []
-                class_ = run_class(srv, n, case, salt=f"{n}{case[0]}", timeout=args.timeout, marks=marks)
-                cpu, own, wall = srv.cpu_seconds() - cpu0, time.process_time() - own0, time.monotonic() - wall0
-                marks.append((time.monotonic(), srv.cpu_seconds()))
-                first = [s.first.seconds for s in class_ if s.first and s.first.ok]
-                rerun = [s.rerun.seconds for s in class_ if s.rerun and s.rerun.ok]
-                errors = [f"{s.page}/{s.lang}/{s.model}: {p}" for s in class_
-                          for p in s.errors + problems(s.first) + problems(s.rerun)]
-                kb = [r.payload_bytes / 1024 for s in class_ for r in (s.first, s.rerun) if r]
-                slowest = sorted(((s.first.seconds, s.page) for s in class_ if s.first), reverse=True)[:3]
-                row = (n, case, summary(first), summary(rerun), len(errors), f"{statistics.median(kb):.0f}" if kb else "–",
-                       f"{srv.peak_mb():.0f}", ", ".join(p for _, p in slowest))
-                rows.append(row)
-                print(" | ".join(str(c) for c in row), flush=True)
-                print(f"   {wall:.1f} s for the class (both views): the server used {cpu:.1f} CPU-s "
-                      f"({cpu / wall:.2f} cores), these simulated browsers {own:.1f} CPU-s; {srv.resident()}", flush=True)
-                print("   " + "; ".join(f"{phase}: {c1 - c0:.1f} CPU-s in {t1 - t0:.1f} s ({(c1 - c0) / max(t1 - t0, 1e-9):.2f} cores)"
-                                     for phase, (t0, c0), (t1, c1) in zip(("first views", "reruns"), marks, marks[1:])),
-                      flush=True)
-                reruns = sorted(((s.rerun.seconds, s) for s in class_ if s.rerun), key=lambda r: -r[0])[:6]
-                print("   slowest reruns: " + ", ".join(f"{t:.2f} s {s.page}/{s.model}/{s.lang}" for t, s in reruns),
-                      flush=True)
-                for error in errors[:5]:
-                    print("   error:", error[:300], flush=True)
+        for n, case, rep in ((n, case, rep) for n in args.students for case in args.cases for rep in range(args.repeat)):
+            cpu0, own0, wall0 = srv.cpu_seconds(), time.process_time(), time.monotonic()
+            marks: list = []
+            class_ = run_class(srv, n, case, salt=f"{n}{case[0]}{rep or ''}", timeout=args.timeout, marks=marks)
+            cpu, own, wall = srv.cpu_seconds() - cpu0, time.process_time() - own0, time.monotonic() - wall0
+            marks.append((time.monotonic(), srv.cpu_seconds()))
+            first = [s.first.seconds for s in class_ if s.first and s.first.ok]
+            rerun = [s.rerun.seconds for s in class_ if s.rerun and s.rerun.ok]
+            errors = [f"{s.page}/{s.lang}/{s.model}: {p}" for s in class_
+                      for p in s.errors + problems(s.first) + problems(s.rerun)]
+            kb = [r.payload_bytes / 1024 for s in class_ for r in (s.first, s.rerun) if r]
+            slowest = sorted(((s.first.seconds, s.page) for s in class_ if s.first), reverse=True)[:3]
+            row = (n, case, summary(first), summary(rerun), len(errors), f"{statistics.median(kb):.0f}" if kb else "–",
+                   f"{srv.peak_mb():.0f}", ", ".join(p for _, p in slowest))
+            rows.append(row)
+            repeats.setdefault((n, case), []).append((p90(first) if first else float("nan"),
+                                                      p90(rerun) if rerun else float("nan"),
+                                                      marks[-1][1] - marks[-2][1] if len(marks) >= 3 else float("nan")))
+            print(" | ".join(str(c) for c in row), flush=True)
+            print(f"   {wall:.1f} s for the class (both views): the server used {cpu:.1f} CPU-s "
+                  f"({cpu / wall:.2f} cores), these simulated browsers {own:.1f} CPU-s; {srv.resident()}", flush=True)
+            print("   " + "; ".join(f"{phase}: {c1 - c0:.1f} CPU-s in {t1 - t0:.1f} s ({(c1 - c0) / max(t1 - t0, 1e-9):.2f} cores)"
+                                 for phase, (t0, c0), (t1, c1) in zip(("first views", "reruns"), marks, marks[1:])),
+                  flush=True)
+            reruns = sorted(((s.rerun.seconds, s) for s in class_ if s.rerun), key=lambda r: -r[0])[:6]
+            print("   slowest reruns: " + ", ".join(f"{t:.2f} s {s.page}/{s.model}/{s.lang}" for t, s in reruns),
+                  flush=True)
+            for error in errors[:5]:
+                print("   error:", error[:300], flush=True)
         if spy is not None:
             stop_profile(spy, args.profile)
+    for (n, case), runs in repeats.items():
+        if len(runs) > 1:
+            first_p90, rerun_p90, rerun_cpu = (statistics.median(r[i] for r in runs) for i in range(3))
+            print(f"{n} students, {case} prompts, median of {len(runs)} classes: first-view p90 {first_p90:.2f} s, "
+                  f"rerun p90 {rerun_p90:.2f} s, reruns {rerun_cpu:.1f} CPU-s "
+                  f"(rerun p90s: {', '.join(f'{r[1]:.2f}' for r in runs)})", flush=True)
     header = ["students", "prompts", "first view s (median / p90 / max)", "rerun s (median / p90 / max)",
               "errors", "KB per run (median)", "server peak MB", "slowest first views"]
     table = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
