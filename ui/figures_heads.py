@@ -73,10 +73,13 @@ def overview_figure(grid: Sequence[Sequence[float]], measure: str, selected: tup
     finite = [c for c in cs if c is not None]
     cmax = max(finite) if finite and measure == "entropy" else 1.0
     # The colour bar lies under the map: beside it, it left the squares too little room in a
-    # narrow column (at 1024 px the nine head ticks ran together).
+    # narrow column (at 1024 px the nine head ticks ran together). It sits at the foot of the
+    # figure (yref="container"), not a share of the plot's height below it: on Gemma's shorter
+    # map that share put its title over the axis title.
     colour = dict(color=[c if c is not None else 0 for c in cs], colorscale=theme.SEQUENTIAL, cmin=0, cmax=cmax,
                   colorbar=dict(title=dict(text=tr(f"fig.measure.{measure}"), side="top"), thickness=12,
-                                orientation="h", y=-0.1, yanchor="top", len=1, lenmode="fraction",
+                                orientation="h", y=0, yref="container", yanchor="bottom", ypad=8,
+                                len=1, lenmode="fraction",
                                 tickformat=".0%" if measure != "entropy" else None))
     fig = go.Figure(go.Scatter(
         x=xs, y=ys, mode="markers", customdata=custom, text=text,
