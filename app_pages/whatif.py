@@ -13,7 +13,7 @@ from ui.lesson import Lesson
 from ui.text import code_span, num
 from ui.tokens import axis_labels, label, md_label, plot_label
 
-CAP = 64             # tokens of the prompt this page runs (two runs with every position's logits)
+CAP = 64             # tokens of the prompt this page runs (two runs, every position's loss)
 TOP_K = 8            # next-token candidates drawn
 BIG = 1.0            # nats: a change of the mean loss at least this big "wrecks" the prediction
 SMALL = 0.1          # nats: a smaller change "barely" moves it
@@ -76,10 +76,14 @@ with controls:
 sw = W.Switches(skip_block=skip, zero_head=zero_head, zero_mlp=zero_mlp, seed=seed, **on)
 ids = [tok.id for tok in tokens]
 with controls, st.spinner(page.t("computing"), show_time=True):
-    before = page.run(lm, tokens, A.capture_names(cfg, W.Switches()), all_logits=True)
+    before = page.run(lm, tokens, A.capture_names(cfg, W.Switches()))
     # A fresh dict of hook functions for this call (their captures live in its closures).
-    after = before if not sw.any() else page.run(lm, tokens, A.capture_names(cfg, sw), all_logits=True,
+    after = before if not sw.any() else page.run(lm, tokens, A.capture_names(cfg, sw),
                                                  hooks=W.hooks_for(lm, sw), hooks_key=sw.key())
+    # Both runs' losses and last logits from one pass over the unembedding.
+    runs = [(before.cache[A.FINAL], ids)] + ([(after.cache[A.FINAL], A.read_ids(ids, sw))] if sw.any() else [])
+    read = A.read_runs(lm, runs)
+    read_before, read_after = read[0], read[-1]
 patterns_before = A.stacked_patterns(before.cache, cfg.n_layers)
 patterns_after = A.stacked_patterns(after.cache, cfg.n_layers)
 order = W.shuffle_order(n, seed) if sw.shuffle else list(range(n))
@@ -95,7 +99,7 @@ with layer_column:
 with head_column:
     head = state.url_int("head", page.t("head_label"), 0, cfg.n_heads - 1, best[1], help=page.t("head_help"))
 pattern_area = st.container()
-cmp = A.compare(lm, sw, ids, before.logits, after.logits, patterns_before, patterns_after, layer, head,
+cmp = A.compare(lm, sw, ids, read_before, read_after, patterns_before, patterns_after, layer, head,
                 A.streams(after.cache, cfg.n_layers), k=TOP_K)
 
 

@@ -33,7 +33,7 @@ def test_gemma_lens_reads_with_its_final_norm_and_tied_unembedding(gemma):
     text = "日本的首都是東京，法國的首都是"
     run = gemma.run(text, names=logit_lens_names(gemma, include_embed=True))
     lens = logit_lens(gemma, run, k=2, include_embed=True)
-    assert slice_width(lens.top_ids.shape[0] * lens.top_ids.shape[1]) < gemma.cfg.vocab_size   # really in slices
+    assert slice_width() < gemma.cfg.vocab_size   # really in slices
     assert torch.equal(lens.top_ids[-1, :, 0], run.logits[0].argmax(-1)) and torch.all(lens.target_ranks[-1] == 0)
     probs = run.logits[0].softmax(-1)
     assert torch.allclose(lens.top_probs[-1], torch.topk(probs, 2).values, atol=1e-5)
@@ -87,10 +87,10 @@ def test_read_out_in_slices_matches_whole_logits(lm, run, monkeypatch):
     probabilities, and the probability and rank of targets that are the top token, sit on a
     slice's edge, or rank low."""
     from lesson_model.analysis import lens as LL
-    monkeypatch.setattr(LL, "SLICE_FLOATS", 1)                       # slice_width -> its floor, 1024
+    monkeypatch.setattr(LL, "SLICE_COLUMNS", 1024)
     x = run.cache["blocks.12.hook_resid_post"][0]                     # [pos, d_model]
     logits = LL.decode_residual(lm, x)                                # [pos, vocab]
-    assert LL.slice_width(x.shape[0]) == 1024 < logits.shape[1]
+    assert LL.slice_width() == 1024 < logits.shape[1]
     targets = logits.argmax(-1).clone()                               # rank 0 ...
     targets[1], targets[2], targets[3] = 1023, 1024, int(logits[3].argmin())   # ... a slice's edges, the last
     top_i, top_p, t_p, t_rank = LL.read_out(lm, x, 3, targets)

@@ -282,6 +282,31 @@ def test_comparison_facts(small):
     assert torch.allclose(torch.tensor(shuffled.loss_after), losses, atol=1e-4)   # scored on the shuffled text
 
 
+def test_read_runs_matches_whole_logits(small, monkeypatch):
+    """read_runs, in slices of 11 vocabulary entries (so targets fall on every slice's edges),
+    gives each run's losses and last logits as its whole logits do, for runs of different
+    lengths read together; a run that overflowed is not finite, the others still are."""
+    from lesson_model.analysis import lens as LL
+    monkeypatch.setattr(LL, "SLICE_COLUMNS", 11)
+    assert small.cfg.vocab_size % 11 and small.cfg.vocab_size > 11        # a last, narrower slice too
+    long, short, one = ids_for(small), ids_for(small, n=5, seed=1), ids_for(small, n=1, seed=2)
+    sw = Switches(no_norms=True)
+    runs = [small.run(ids, names=[A.FINAL], hooks=hooks) for ids, hooks in
+            ((long, None), (short, hooks_for(small, Switches(no_mask=True))), (one, None))]
+    read = A.read_runs(small, [(r.cache[A.FINAL], ids) for r, ids in zip(runs, (long, short, one))])
+    for r, ids, got in zip(runs, (long, short, one), read):
+        close(got.losses, A.position_losses(r.logits, ids))
+        assert got.losses.shape == (len(ids) - 1,)
+        close(got.last, r.logits[0, -1], 1e-5)
+        assert got.finite
+    alone = A.read_runs(small, [(runs[1].cache[A.FINAL], short)])[0]
+    close(alone.losses, read[1].losses, 1e-6)
+    # the norms switched off: the broken run's logits blow up (a tiny model: scale its stream up)
+    broken = small.run(long, names=[A.FINAL], hooks={**hooks_for(small, sw), "hook_embed": lambda e: e * 1e38})
+    intact, wrecked = A.read_runs(small, [(runs[0].cache[A.FINAL], long), (broken.cache[A.FINAL], long)])
+    assert intact.finite and not wrecked.finite
+
+
 # --------------------------------------------------------------------------- the real models
 
 @pytest.mark.slow

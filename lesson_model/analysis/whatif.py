@@ -13,7 +13,10 @@ from dataclasses import dataclass
 import torch
 
 from lesson_model.analysis import architecture
+from lesson_model.analysis.lens import slice_width
 from lesson_model.whatif import Switches, hooks_for, shuffle_order
+
+FINAL = "ln_final.hook_normalized"     # the stream the unembedding reads, before the final norm's weight
 
 
 def pattern_name(layer: int) -> str:
@@ -32,6 +35,54 @@ def position_losses(logits: torch.Tensor, ids) -> torch.Tensor:
     """logits [pos, vocab] (or [1, pos, vocab]) and the ids read -> [pos - 1]: the loss (nats) of
     predicting token i + 1 at position i (Lesson 11's training loss at every position)."""
     return architecture.position_losses(ids, logits)
+
+
+@dataclass(frozen=True)
+class ReadOut:
+    """What the lab reads of one run's logits."""
+    losses: torch.Tensor      # [pos - 1] nats: -log p(token i + 1) at position i
+    last: torch.Tensor        # [vocab] the logits at the last position
+    finite: bool              # every logit of the run is a number
+
+
+def read_runs(lm, runs: list[tuple[torch.Tensor, list[int]]]) -> list[ReadOut]:
+    """Each run's loss at every position and last logits, from its FINAL capture [1, pos, d_model]
+    and the ids it read, without holding any run's logits whole.
+
+    The runs' vectors go through the unembedding together, one slice of the vocabulary at a time
+    (lens.slice_width): the unembedding is read once for all of them (671 MB on Gemma), and a
+    slice of logits stays in the CPU's caches. The softmax's log-sum-exp is kept as it goes (the
+    largest logit so far and the sum of exp(logit - largest)); the loss at a position is
+    log-sum-exp minus the logit of the token that came next."""
+    d = lm.decoder
+    W = d.W_U.detach().float()                                                  # [d_model, vocab]
+    weight = d.ln_final.weight.detach().float()
+    with torch.inference_mode():
+        rows = torch.cat([normalized[0].float().to(W.device) for normalized, _ in runs]) * weight   # [rows, d_model]
+        starts = torch.tensor([0] + [normalized.shape[1] for normalized, _ in runs]).cumsum(0).tolist()
+        last_rows = [end - 1 for end in starts[1:]]                            # each run's last position
+        # each row's target, the token after it (-1: a run's last position has none)
+        targets = torch.tensor([i for _, ids in runs for i in list(ids)[1:] + [-1]], device=W.device)
+        n_rows, vocab = rows.shape[0], W.shape[1]
+        largest = torch.full((n_rows,), -torch.inf, device=W.device)           # [rows] running max logit
+        total = torch.zeros(n_rows, device=W.device)                           # [rows] sum of exp(logit - largest)
+        target_logit = torch.zeros(n_rows, device=W.device)
+        finite = torch.ones(n_rows, dtype=torch.bool, device=W.device)
+        last = torch.empty(len(runs), vocab, device=W.device)                  # [runs, vocab]
+        width = slice_width()
+        for start in range(0, vocab, width):
+            logits = rows @ W[:, start:start + width]                          # [rows, width]
+            finite &= torch.isfinite(logits).all(-1)
+            new_largest = torch.maximum(largest, logits.amax(-1))
+            total = total * torch.exp(largest - new_largest) + torch.exp(logits - new_largest[:, None]).sum(-1)
+            largest = new_largest
+            here = ((targets >= start) & (targets < start + width)).nonzero()[:, 0]
+            target_logit[here] = logits[here, targets[here] - start]
+            last[:, start:start + width] = logits[last_rows]
+        losses = (largest + total.log() - target_logit).cpu()                  # [rows] (the last rows' are not losses)
+        finite = finite.cpu()
+    return [ReadOut(losses=losses[begin:end - 1], last=last[i].cpu(), finite=bool(finite[begin:end].all()))
+            for i, (begin, end) in enumerate(zip(starts, starts[1:]))]
 
 
 @dataclass(frozen=True)
@@ -113,20 +164,20 @@ def _row_max(patterns: torch.Tensor) -> float:
     return float(rows.float().amax(-1).mean())
 
 
-def compare(lm, sw: Switches, ids, logits_before: torch.Tensor, logits_after: torch.Tensor,
+def compare(lm, sw: Switches, ids, before: ReadOut, after: ReadOut,
             patterns_before: torch.Tensor, patterns_after: torch.Tensor, layer: int, head: int,
             stream_after: list[torch.Tensor] | None = None, k: int = 8) -> Comparison:
-    """The comparison from two runs: logits [1, pos, vocab] each, every layer's attention
+    """The comparison from two runs: what read_runs read of each, every layer's attention
     patterns [n_layers, n_heads, q_pos, k_pos] each, and optionally the broken run's stream
     after each block ([1, pos, d_model] each)."""
     ids = [int(i) for i in ids]
     after_ids = read_ids(ids, sw)
-    finite = bool(torch.isfinite(logits_after).all())
-    p_before = logits_before[0, -1].float().softmax(-1)
+    finite = after.finite
+    p_before = before.last.float().softmax(-1)
     tb = p_before.topk(min(k, p_before.numel()))
     top_after, kl = [], float("nan")
     if finite:
-        p_after = logits_after[0, -1].float().softmax(-1)
+        p_after = after.last.float().softmax(-1)
         ta = p_after.topk(min(k, p_after.numel()))
         top_after = list(zip(ta.indices.tolist(), ta.values.tolist()))
         kl = max(float((p_before * (p_before.clamp_min(1e-30).log() - p_after.clamp_min(1e-30).log())).sum()), 0.0)
@@ -137,8 +188,7 @@ def compare(lm, sw: Switches, ids, logits_before: torch.Tensor, logits_after: to
             overflow = block
     return Comparison(
         switches=sw, ids_before=tuple(ids), ids_after=tuple(after_ids),
-        loss_before=position_losses(logits_before, ids).tolist(),
-        loss_after=position_losses(logits_after, after_ids).tolist(),
+        loss_before=before.losses.tolist(), loss_after=after.losses.tolist(),
         top_before=list(zip(tb.indices.tolist(), tb.values.tolist())), top_after=top_after, kl=kl,
         finite=finite, layer=layer, head=head,
         pattern_before=patterns_before[layer, head], pattern_after=patterns_after[layer, head],
@@ -151,8 +201,9 @@ def compare(lm, sw: Switches, ids, logits_before: torch.Tensor, logits_after: to
 
 def capture_names(cfg, sw: Switches) -> list[str]:
     """What a run of the lab captures: every layer's attention pattern (the heatmaps, the facts),
-    and with the norms off the stream after each block (to find where it overflows)."""
-    names = [pattern_name(layer) for layer in range(cfg.n_layers)]
+    the stream the unembedding reads (read_runs), and with the norms off the stream after each
+    block (to find where it overflows)."""
+    names = [pattern_name(layer) for layer in range(cfg.n_layers)] + [FINAL]
     if sw.no_norms:
         names += [f"blocks.{layer}.hook_resid_post" for layer in range(cfg.n_layers)]
     return names
@@ -175,7 +226,8 @@ def run_comparison(lm, ids, sw: Switches, layer: int, head: int, k: int = 8) -> 
     the page takes its runs from the shared cache and calls ``compare``."""
     ids = [int(i) for i in ids]
     n_layers = lm.cfg.n_layers
-    before = lm.run(ids, names=capture_names(lm.cfg, Switches()))
-    after = lm.run(ids, names=capture_names(lm.cfg, sw), hooks=hooks_for(lm, sw))
-    return compare(lm, sw, ids, before.logits, after.logits, stacked_patterns(before.cache, n_layers),
+    before = lm.run(ids, names=capture_names(lm.cfg, Switches()), unembed=False)
+    after = lm.run(ids, names=capture_names(lm.cfg, sw), hooks=hooks_for(lm, sw), unembed=False)
+    read_before, read_after = read_runs(lm, [(before.cache[FINAL], ids), (after.cache[FINAL], read_ids(ids, sw))])
+    return compare(lm, sw, ids, read_before, read_after, stacked_patterns(before.cache, n_layers),
                    stacked_patterns(after.cache, n_layers), layer, head, streams(after.cache, n_layers), k)
