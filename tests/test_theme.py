@@ -122,3 +122,20 @@ def test_presenter_mode_enlarges_the_sizes_a_figure_set_itself(presenting):
     assert heatmap["colorbar"]["tickfont"]["size"] == theme.font_px(11) > 11
     assert heatmap["colorbar"]["title"]["font"]["size"] == theme.font_px(13)
     assert spec["layout"]["polar"]["radialaxis"]["tickfont"]["size"] == theme.font_px(theme.FONT_SIZE - 2)
+
+
+@pytest.mark.parametrize("title", ["前一个词元的注意力：67%，其余（大部分）落在第一个词元「<bos>」上。",
+                                   "第 3 層的注意力頭（頭 5）把 61% 的注意力放在前一個詞元：貓，而不是自己。",
+                                   "Attention of head 5.3 (layer 5): 67% on the previous token"])
+def test_titles_break_by_chinese_line_rules(title):
+    """No line starts with closing punctuation (，。：）」...) or ends with opening punctuation
+    (（「...), at any width; nothing is lost or reordered, and no line runs past the width
+    (or past its one piece that is wider)."""
+    title = title.replace("<bos>", "bos")                 # wrap_title leaves markup alone
+    widest = max(theme.width_units(piece) for piece, space in theme._pieces(title) if not space)
+    for width in range(8, theme.width_units(title) + 1):
+        lines = theme.wrap_title(title, width).split("<br>")
+        assert " ".join(lines).replace(" ", "") == title.replace(" ", ""), (width, lines)
+        assert not any(line[0] in theme._CLOSING for line in lines[1:]), (width, lines)
+        assert not any(line[-1] in theme._OPENING for line in lines[:-1]), (width, lines)
+        assert all(theme.width_units(line) <= max(width, widest) for line in lines), (width, lines)

@@ -58,29 +58,54 @@ def width_units(text: str) -> int:
     return sum(2 if "\u2e80" <= ch <= "\uffef" else 1 for ch in text)
 
 
+# Chinese line breaking (禁則): closing punctuation never starts a line, opening punctuation never
+# ends one. Between two Chinese characters a line may break anywhere.
+_CLOSING = "，。、：；！？）」』》〉】%％"
+_OPENING = "（「『《〈【"
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u2e80" <= ch <= "\uffef"
+
+
+def _pieces(text: str) -> list[tuple[str, bool]]:
+    """The title as pieces a line may break between: words, single CJK characters (with the
+    closing punctuation after one, and the opening punctuation before one, kept on it), and
+    spaces (True)."""
+    pieces: list[tuple[str, bool]] = []
+    for part in text.split(" "):
+        chunk = ""                                   # characters that stay together
+        for ch in part:
+            if ch in _CLOSING:                       # stays with what it closes
+                if not chunk and pieces and not pieces[-1][1]:
+                    pieces[-1] = (pieces[-1][0] + ch, False)
+                else:
+                    chunk += ch
+            elif _is_cjk(ch) and ch not in _OPENING:
+                if chunk and chunk[-1] in _OPENING:  # an opening mark goes with the character it opens
+                    pieces.append((chunk + ch, False))
+                else:
+                    if chunk:
+                        pieces.append((chunk, False))
+                    pieces.append((ch, False))
+                chunk = ""
+            else:                                    # Latin letters, digits, an opening mark
+                chunk += ch
+        if chunk:
+            pieces.append((chunk, False))
+        pieces.append((" ", True))
+    return pieces[:-1]
+
+
 def wrap_title(text: str, width: int = TITLE_WIDTH) -> str:
     """A chart title broken into lines of about ``width`` characters (plotly never wraps a
     title, so a long one is cut at the chart's right edge on a projector or a phone). Breaks at
-    spaces, or between CJK characters; existing <br> breaks are kept."""
+    spaces, or between CJK characters, never before closing punctuation nor after opening
+    punctuation; existing <br> breaks are kept."""
     if not text or "<" in text or width_units(text) <= width:   # already broken, or holds markup
         return text
     lines, line = [], ""
-    tokens = []
-    for part in text.split(" "):   # words, with CJK runs split into characters
-        chunk = ""
-        for ch in part:
-            if "\u2e80" <= ch <= "\uffef" and ch not in "，。、：；！？）」』":
-                if chunk:
-                    tokens.append((chunk, False))
-                chunk = ch
-                tokens.append((chunk, False))
-                chunk = ""
-            else:
-                chunk += ch
-        if chunk:
-            tokens.append((chunk, False))
-        tokens.append((" ", True))
-    for piece, is_space in tokens[:-1]:
+    for piece, is_space in _pieces(text):
         if is_space:
             if line and width_units(line) + 1 > width:
                 lines.append(line)
@@ -88,7 +113,7 @@ def wrap_title(text: str, width: int = TITLE_WIDTH) -> str:
             elif line:
                 line += " "
             continue
-        if line and width_units(line.rstrip()) + width_units(piece) > width:
+        if line and width_units(line) + width_units(piece) > width:       # line: with its space
             lines.append(line.rstrip())
             line = piece
         else:
