@@ -79,6 +79,7 @@ def try_examples() -> list[tuple]:
     return out
 
 
+@state.detached      # held by its widget in the session: keep only the names it uses
 def open_head(layer: int, head: int) -> None:
     state.set_value("layer", layer)
     state.set_value("head", head)

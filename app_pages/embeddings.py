@@ -146,6 +146,7 @@ st.subheader(page.t("ana.title"), anchor=False)
 page.prose("analogy")
 
 
+@state.detached      # held by its widget in the session: keep only the names it uses
 def pick(example: tuple[str, str, str, str]) -> None:
     for key, value in zip(("a", "b", "c", "expect"), example):
         state.set_value(key, value)

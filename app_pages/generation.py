@@ -96,6 +96,7 @@ st.session_state[CANON_STEP] = current
 finished_at = len(steps) if steps_state.finished else None
 
 
+@state.detached      # held by its widget in the session: keep only the names it uses
 def go_to(n: int) -> None:
     st.session_state[CANON_STEP] = max(0, n)
 

@@ -64,6 +64,7 @@ def who(leaders: list[tuple[int, int, float]]) -> str:
     return page.t("who.tied_many", n=len(names), heads=join_list(names[:TIES_LISTED]))
 
 
+@state.detached      # held by its widget in the session: keep only the names it uses
 def open_from_chart() -> None:
     """on_select of the overview: open the clicked head."""
     points = st.session_state["overview"].selection.points

@@ -238,6 +238,7 @@ def candidates_figure(labels: list[str], probs: list[float]) -> go.Figure:
     return fig
 
 
+@state.detached      # held by its widget in the session: keep only the names it uses
 def append_token(ids: tuple[int, ...], token_id: int) -> None:
     """Append the chosen token to the shared prompt; when it is only part of a character's
     bytes, the model's own top choices finish the character (and the page says so)."""

@@ -40,10 +40,12 @@ def lr_text(option: str) -> str:
     return f"{float(option):g}"
 
 
+@state.detached      # held by its widget in the session: keep only the names it uses
 def _start(settings) -> None:
     st.session_state[_JOB] = queue.submit(settings, watcher)
 
 
+@state.detached      # held by its widget in the session: keep only the names it uses
 def _cancel() -> None:
     job = st.session_state.pop(_JOB, None)
     if job is not None:
@@ -159,7 +161,7 @@ if result is not None and result.checkpoints and result.history:
     if st.session_state.get("ckpt") not in ckpt_steps:
         st.session_state["ckpt"] = ckpt_steps[-1]
     chosen = st.select_slider(page.t("ckpt"), options=ckpt_steps, key="ckpt",
-                              format_func=lambda s: f"{s:,}", help=page.t("ckpt_help"))
+                              format_func=state.labelled(lambda s: f"{s:,}", ckpt_steps), help=page.t("ckpt_help"))
     checkpoint = result.checkpoints[ckpt_steps.index(chosen)]
     heads = F.shown_heads(result)
     for column, (layer, head, kind) in zip(st.columns(len(heads), gap="small"), heads):

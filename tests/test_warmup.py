@@ -3,9 +3,11 @@ loads its model (ui/model.py's progress bar), on real servers over the websocket
 
 from __future__ import annotations
 
+import gc
 import tempfile
 import threading
 import time
+import weakref
 from pathlib import Path
 
 import pytest
@@ -87,3 +89,19 @@ def test_students_on_a_cold_server_see_the_model_load_progress():
             assert any(text.endswith("s)…") for _, text in result.progress)   # the time so far
     folders = [p.name for p in Path(cache).iterdir()]
     assert len([f for f in folders if f.startswith("smollm2")]) == 1, folders   # one conversion for both
+
+
+def test_collect_garbage_frees_a_finished_pages_namespace():
+    """A page's namespace and the functions it defines form a cycle: with the automatic
+    collector off it outlives the run, holding its tensors, until collect_garbage."""
+    gc.disable()
+    try:
+        namespace: dict = {}
+        exec("import torch\nresult = torch.zeros(1000)\ndef label(i):\n    return str(result[i])\n", namespace)
+        held = weakref.ref(namespace["result"])
+        del namespace
+        assert held() is not None                 # garbage, but a cycle: nothing frees it yet
+        assert warmup.collect_garbage() >= 0
+        assert held() is None
+    finally:
+        gc.enable()

@@ -11,6 +11,7 @@ visible note, never an exception.
 from __future__ import annotations
 
 import math
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -96,6 +97,41 @@ def _bound(key: str, default: Any, parse: Callable[[str], tuple[Any, str | None]
     return value
 
 
+# A widget keeps its format_func and its callbacks in the session (Streamlit's widget metadata)
+# for as long as the session lives, two minutes after its browser has gone. A function made by a
+# page keeps the page's every variable with it (its __globals__ are the page's namespace): that
+# run's tensors, figures and results, 1-4 MB a session. So the functions a page hands a widget
+# are turned into ones that hold only what they use.
+
+def labelled(format_func: Callable[[Any], str] | None, options: Sequence) -> Callable[[Any], str]:
+    """format_func as a lookup of the labels it gives ``options``, computed now (holds strings only)."""
+    if format_func is None:
+        return str
+    return {option: format_func(option) for option in options}.__getitem__
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global names a function's code (and the functions and lambdas inside it) may read."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def detached(fn: Callable) -> Callable:
+    """A page's callback that keeps only the page variables it names (a widget holds it in the
+    session): the same code, with a namespace of just those names."""
+    if not isinstance(fn, types.FunctionType):
+        return fn
+    found = fn.__globals__
+    namespace = {name: found[name] for name in _names(fn.__code__) if name in found}
+    namespace["__builtins__"] = found.get("__builtins__", __builtins__)
+    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__, copy.__doc__ = fn.__kwdefaults__, fn.__doc__
+    return copy
+
+
 def _copy_to_canon(key: str) -> None:
     st.session_state[_CANON + key] = st.session_state[key]
 
@@ -142,13 +178,14 @@ def url_int(key: str, label: str, lo: int, hi: int, default: int, *, widget: str
     def render(**cb):
         common = dict(key=key, help=help, **cb)
         if lo == hi:
-            container.selectbox(label, [lo], format_func=format_func or str, disabled=True, **common)
+            container.selectbox(label, [lo], format_func=labelled(format_func, [lo]), disabled=True, **common)
         elif widget == "slider":
             container.slider(label, min_value=lo, max_value=hi, step=1, **common)
         elif widget == "number":
             container.number_input(label, min_value=lo, max_value=hi, step=1, **common)
         elif widget == "select":
-            container.selectbox(label, list(range(lo, hi + 1)), format_func=format_func or str, **common)
+            container.selectbox(label, list(range(lo, hi + 1)), format_func=labelled(format_func, range(lo, hi + 1)),
+                                **common)
         else:
             raise ValueError(f"unknown widget {widget!r}")
 
@@ -195,7 +232,7 @@ def url_choice(key: str, label: str, options: Sequence[str], default: str, *, wi
         return default, _note(key, raw, "state.ignored", value=(format_func or str)(default))
 
     def render(**cb):
-        common = dict(key=key, help=help, format_func=format_func or str, **cb)
+        common = dict(key=key, help=help, format_func=labelled(format_func, options), **cb)
         if widget == "select":
             container.selectbox(label, options, **common)
         elif widget == "radio":

@@ -32,6 +32,7 @@ ENV = "DECODER_LAB_WARMUP"
 PAGES_ENV = "DECODER_LAB_WARMUP_PAGES"       # a comma-separated list of pages to open (default: all)
 LANGS = ("en", "zh-Hant", "zh-Hans")
 DONE_LINE = "Decoder Lab: warm-up done"     # the log line bench/bench_class.py waits for
+COLLECT_ENV = "DECODER_LAB_COLLECT_S"          # seconds between garbage collections after the warm-up (0: none)
 
 
 @dataclass
@@ -133,12 +134,45 @@ def _run(base: str | None) -> None:
         gc.collect()
         gc.freeze()
         release_free_heap()                # what the warm-up's own runs freed goes back (ui.heap)
+        every = float(os.environ.get(COLLECT_ENV, "15") or 0)
+        if every > 0:
+            threading.Thread(target=_collect_every, args=(every,), daemon=True).start()
         _status.finished = time.monotonic()
         seconds = _status.finished - _status.started
         print(f"{DONE_LINE} in {seconds:.0f} s: {_status.done} views, {len(_status.errors)} errors", file=sys.stderr,
               flush=True)
         for error in _status.errors[:10]:
             print(f"  warm-up error: {error[:300]}", file=sys.stderr, flush=True)
+
+
+def collect_garbage() -> float:
+    """Free what the lesson runs left in reference cycles, now; the seconds it took.
+
+    A page's namespace (that run's tensors, results and figures) and the functions the page
+    defines refer to each other, so it is freed only by a full collection, and one with tensors
+    in it takes two (the first lets go of tensors that PyTorch keeps alive for their Python
+    object, the second frees the rest). Streamlit's collection after every run is off (it
+    walked the whole heap: ~0.2 s of the GIL a run), and Python's own full collections come
+    rarely with a heap this size: eight classes of 25 in a row took the server from 2.6 to
+    3.4 GB; collecting every 15 s (0.2 s each), from 2.5 to 2.75 GB (bench/RESULTS_class.md)."""
+    start = time.perf_counter()
+    gc.collect()
+    gc.collect()
+    from ui.heap import release_free_heap
+    release_free_heap()
+    return time.perf_counter() - start
+
+
+def _collect_every(seconds: float) -> None:
+    """collect_garbage every ``seconds`` while sessions run (skipped while nothing has been
+    allocated since the last one: an idle server does not walk its heap)."""
+    after = gc.get_count()
+    while True:
+        time.sleep(seconds)
+        if gc.get_count()[1:] == after[1:]:    # no young collection since: fewer than ~700 new objects
+            continue
+        collect_garbage()
+        after = gc.get_count()
 
 
 def progress() -> tuple[int, int] | None:
