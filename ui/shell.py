@@ -39,6 +39,9 @@ html, body, .stApp, .stApp p, .stApp li, .stApp label, .stApp button, .stApp inp
 .stApp h1, .stApp h2, .stApp h3, .stApp h4, .stApp [data-testid="stMetricValue"],
 .stApp [data-testid="stMarkdownContainer"] {{ font-family: {font}; }}
 .stApp code, .stApp pre, .stApp kbd {{ font-family: {mono}; }}
+[data-testid^="stAlertContent"] :not(pre) > code {{
+  background: rgba(255, 255, 255, 0.8); box-shadow: inset 0 0 0 1px rgba(0, 0, 0, 0.14);
+}}
 [data-testid="stMetricValue"], [data-testid="stMetricValue"] > div,
 [data-testid="stMetricLabel"], [data-testid="stMetricLabel"] * {{
   white-space: normal !important; overflow: visible !important; text-overflow: clip !important;
