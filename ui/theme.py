@@ -53,19 +53,19 @@ TITLE_SIZE = 17
 TITLE_LINE_PX = 22
 
 
+def _is_cjk(ch: str) -> bool:
+    return "\u2e80" <= ch <= "\uffef"
+
+
 def width_units(text: str) -> int:
     """How wide ``text`` is in half-em units, about: a CJK character 2, anything else 1."""
-    return sum(2 if "\u2e80" <= ch <= "\uffef" else 1 for ch in text)
+    return sum(2 if _is_cjk(ch) else 1 for ch in text)
 
 
 # Chinese line breaking (禁則): closing punctuation never starts a line, opening punctuation never
 # ends one. Between two Chinese characters a line may break anywhere.
 _CLOSING = "，。、：；！？）」』》〉】%％"
 _OPENING = "（「『《〈【"
-
-
-def _is_cjk(ch: str) -> bool:
-    return "\u2e80" <= ch <= "\uffef"
 
 
 def _pieces(text: str) -> list[tuple[str, bool]]:
