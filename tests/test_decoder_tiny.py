@@ -283,8 +283,8 @@ def test_zeroing_one_head_equals_the_manual_computation(tiny):
     block = lm.decoder.blocks[layer]
     with torch.inference_mode():
         resid_mid = clean.cache[f"blocks.{layer}.hook_resid_pre"] + attn_out
-        resid_post = resid_mid + block.mlp(block.ln2(resid_mid, Hooks(()), "x"), Hooks(()), "x")
-        logits = lm.decoder.ln_final(resid_post, Hooks(()), "x") @ lm.decoder.W_U
+        resid_post = resid_mid + block.mlp(block.ln2(resid_mid, Hooks(())), Hooks(()))
+        logits = lm.decoder.ln_final(resid_post, Hooks(())) @ lm.decoder.W_U
     assert_close_f32(ablated.logits, logits, depth=block_output_depth(cfg, 10, 0) + 2 * cfg.d_model,
                      what="ablated logits vs the last block by hand")
 
@@ -307,7 +307,7 @@ def test_hooks_replace_and_observe(tiny):
     new_resid = torch.randn(1, 6, lm.cfg.d_model)
     patched = lm.run(ids, names=["ln_final.hook_normalized"], hooks={last: lambda _: new_resid})
     with torch.inference_mode():
-        expected = lm.decoder.ln_final(new_resid, Hooks(()), "x") @ lm.decoder.W_U
+        expected = lm.decoder.ln_final(new_resid, Hooks(())) @ lm.decoder.W_U
     assert_close_f32(patched.logits, expected, depth=2 * lm.cfg.d_model, what="logits of a replaced residual stream")
 
     # Hooking the pattern (forces the explicit path) and scaling it changes z accordingly.
@@ -345,6 +345,24 @@ def test_decoder_source_is_readable():
     assert "import streamlit" not in src and "plotly" not in src
     for cls in (decoder.Attention, decoder.MLP, decoder.RMSNorm, decoder.Block, decoder.Decoder):
         assert "[batch, pos" in inspect.getsource(cls.forward), cls.__name__
+
+
+def test_decoder_lines_fit_the_code_panel():
+    """The "In the code" panels cut lines off past 100 characters (and with them the shape comments)."""
+    from lesson_model import decoder
+    with open(decoder.__file__, encoding="utf-8") as f:
+        long = [(n, len(line)) for n, line in enumerate(f.read().splitlines(), 1) if len(line) > 100]
+    assert not long, f"lines of decoder.py over 100 characters (line, length): {long}"
+
+
+def test_modules_hook_names_are_their_paths(tiny):
+    """Each module names its hook points after its place in the model (blocks.1.ln1, ...), the
+    same path as its weights in the state_dict."""
+    _, lm = tiny
+    named = {path: m for path, m in lm.decoder.named_modules() if hasattr(m, "name")}
+    assert {"blocks.0.ln1", "blocks.0.attn", "blocks.0.mlp", "blocks.1", "ln_final"} <= named.keys()
+    for path, module in named.items():
+        assert module.name == path
 
 
 def test_head_results_are_filled_in_when_read(tiny):

@@ -320,10 +320,9 @@ def window_demo(lm, ids, pool: int = 16) -> WindowDemo | None:
     with torch.inference_mode():
         resid = lm.decoder.embed(x)                                                   # [1, n, d_model]
         for layer in range(top_layer):                                                # the model's own blocks
-            resid = lm.decoder.blocks[layer](resid, lm.decoder.rope_for(layer), positions, hooks, layer)
+            resid = lm.decoder.blocks[layer](resid, lm.decoder.rope_for(layer), positions, hooks)
         block = lm.decoder.blocks[top_layer]  # the last one: only its attention pattern is read, so no MLP
-        block.attn(block.ln1(resid, hooks, f"blocks.{top_layer}.ln1"), lm.decoder.rope_for(top_layer), positions,
-                   hooks, f"blocks.{top_layer}.attn", None, top_layer)
+        block.attn(block.ln1(resid, hooks), lm.decoder.rope_for(top_layer), positions, hooks)
     cells = -(-n // pool)
     pooled, last, zero, count = {}, {}, {}, {}
     causal = torch.ones(n, n, dtype=torch.bool).tril()

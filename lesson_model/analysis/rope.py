@@ -138,7 +138,7 @@ def pre_rope(lm, run, layer: int, kind: str = "q") -> torch.Tensor:
     from ..decoder import Hooks
     norm = getattr(lm.decoder.blocks[int(layer)].attn, f"{kind}_norm")
     with torch.no_grad():
-        return norm(x.to(lm.device)[None], Hooks(names=()), "pre_rope")[0].detach().cpu()
+        return norm(x.to(lm.device)[None], Hooks(names=()))[0].detach().cpu()
 
 
 # --------------------------------------------------------------------------- a real q turning

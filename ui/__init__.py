@@ -1,1 +1,0 @@
-"""Streamlit and plotly helpers shared by the lesson pages (pages -> ui -> lesson_model)."""
