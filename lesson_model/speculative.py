@@ -16,7 +16,9 @@ With sampling (temperature > 0) the guesses are drawn from the draft's distribut
 and checked with the rejection rule of Leviathan et al. (2023) and Chen et al. (2023):
 keep a guess x with probability min(1, p(x) / q(x)); on the first rejection draw from
 max(0, p - q) renormalised. The tokens then follow the full model's distribution p
-exactly, whatever the draft does (only the speed depends on the draft).
+exactly, whatever the draft does (only the speed depends on the draft). The rule is
+accept_probability and residual_distribution; emitted_token_distribution works out
+the distribution it produces, to show that it is p.
 """
 
 from __future__ import annotations
@@ -91,9 +93,47 @@ def partial_forward(decoder, ids: torch.Tensor, n_layers: int, kv_cache: KVCache
     positions = torch.arange(start, start + ids.shape[1], device=ids.device)          # [new_pos]
     resid = decoder.embed(ids)                                                         # [batch, new_pos, d_model]
     for layer in range(n_layers):
-        resid = decoder.blocks[layer](resid, decoder.rope_for(layer), positions, hooks, layer, kv_cache)
-    final = decoder.ln_final(resid[:, -keep_last:], hooks, "ln_final")               # [batch, keep_last, d_model]
+        resid = decoder.blocks[layer](resid, decoder.rope_for(layer), positions, hooks, kv_cache)
+    final = decoder.ln_final(resid[:, -keep_last:], hooks)                           # [batch, keep_last, d_model]
     return final @ decoder.W_U                                                         # [batch, keep_last, vocab]
+
+
+def accept_probability(p: torch.Tensor, q: torch.Tensor, token: int) -> float:
+    """How likely the full model keeps the draft's guess `token`: min(1, p(token) / q(token)).
+
+    p, q: the full model's and the draft's distributions [vocab] at the same position.
+    A guess the draft over-proposes (q > p) is kept only part of the time.
+    """
+    ratio = float(p[token]) / max(float(q[token]), 1e-30)
+    return min(1.0, ratio)
+
+
+def residual_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """Where to draw from after a rejection: max(0, p - q), renormalised.
+
+    It holds exactly the mass that p has and q under-proposed. When p equals q nothing
+    is ever rejected; p itself is returned then, so the result is always a distribution.
+    """
+    residual = (p - q).clamp_min(0)                                   # [vocab]
+    return residual / residual.sum() if residual.sum() > 0 else p
+
+
+def emitted_token_distribution(p: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """The exact distribution [vocab] of the token one sampled guess leads to.
+
+    The draft proposes d with probability q(d); it is kept with probability a(d) =
+    accept_probability(p, q, d), otherwise a token is drawn from residual_distribution(p, q):
+        sum over d of  q(d) * (a(d) * onehot(d) + (1 - a(d)) * residual).
+    The rejection rule is built so that this equals p, whatever q is. Computed in float64.
+    """
+    p, q = p.double(), q.double()
+    residual = residual_distribution(p, q)
+    out = torch.zeros_like(p)
+    for d in q.nonzero().flatten().tolist():          # only tokens the draft can propose
+        keep = accept_probability(p, q, d)
+        out[d] += q[d] * keep                          # the guess itself, kept
+        out += q[d] * (1 - keep) * residual            # rejected: a draw from the residual
+    return out
 
 
 def speculative_generate(lm, prompt, max_new_tokens: int, *, draft_layers: int, draft_len: int = 4,
@@ -155,15 +195,14 @@ def speculative_generate(lm, prompt, max_new_tokens: int, *, draft_layers: int, 
             for i, guess in enumerate(proposed):
                 if greedy:
                     ok = guess == target_choice[i]
-                else:
-                    ratio = float(p_dists[i][guess]) / max(float(q_dists[i][guess]), 1e-30)
-                    ok = float(torch.rand(1, generator=generator)) < min(1.0, ratio)
+                else:   # keep the guess with probability min(1, p / q)
+                    keep = accept_probability(p_dists[i], q_dists[i], guess)
+                    ok = float(torch.rand(1, generator=generator)) < keep
                 if not ok:
                     if greedy:
                         token = target_choice[i]
                     else:   # resample from what p has and q over-proposed
-                        residual = (p_dists[i] - q_dists[i]).clamp_min(0)
-                        residual = residual / residual.sum() if residual.sum() > 0 else p_dists[i]
+                        residual = residual_distribution(p_dists[i], q_dists[i])
                         token = int(sample(residual, generator)[0])
                     break
                 accepted += 1
