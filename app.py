@@ -8,10 +8,14 @@ import pandas  # noqa: F401
 import plotly.graph_objects  # noqa: F401
 import streamlit as st
 
-from ui import classroom, presenter, shell, state
-from ui.i18n import t
-from ui.model import script_slot
+from classroom import follow as classroom
+from classroom import presenter, shell
+from course import state
+from course.i18n import t
+from server import warmup
+from server.models import script_slot
 
+warmup.start()                         # once per process: a server started without server.serve warms up now
 notes = shell.start()
 st.set_page_config(page_title=t("app.title"), page_icon="🎓", layout="wide",
                    initial_sidebar_state=presenter.sidebar_state())
@@ -25,7 +29,7 @@ try:
     classroom.panel()                  # follow the teacher: join, follow, or teach a class
     shell.model(page.url_path)
     try:
-        # A few lesson scripts at a time (ui.serve); the rest wait their turn, except the teacher's.
+        # A few lesson scripts at a time (server.serve); the rest wait their turn, except the teacher's.
         with script_slot(first=classroom.teaching() is not None):
             page.run()
     finally:

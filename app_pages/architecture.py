@@ -3,22 +3,24 @@ configs and tensors), where the parameters live (a calculator with presets), tra
 picture (the loss at every position of one forward pass), and post-training (the same question
 to the instruct model and to the base model)."""
 
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import streamlit as st
 
+from course import nav, state, theme
+from course.cache import architecture as cache
+from course.figures import architecture as F
+from course.i18n import big_number, t
+from course.lesson import Lesson
+from course.model import MODELS, get_model
+from course.notices import architecture as N
+from course.text import code_span, html_escape, md_escape, shorten
+from course.tokens import axis_labels, md_label
 from lesson_model.analysis import architecture as AR
 from lesson_model.analysis import params as P
 from lesson_model.decoder import MLP, Attention
-from ui import nav, state, theme
-from ui import figures_architecture as F
-from ui.i18n import big_number, t
-from ui.lesson import Lesson
-from ui.model import MODELS, get_model
-from ui.text import code_span, html_escape, md_escape, shorten
-from ui.tokens import axis_labels, md_label
 
-CAP = 64              # tokens of the prompt the loss section runs
+CAP = cache.CAP       # tokens of the prompt the loss section runs
 NEW_TOKENS = 36       # tokens each model writes in the post-training comparison
 # The calculator's fields: (URL key, ArchConfig attribute)
 FIELDS = (("n_layers", "n_layers"), ("d_model", "d_model"), ("n_heads", "n_heads"), ("n_kv", "n_kv_heads"),
@@ -26,13 +28,6 @@ FIELDS = (("n_layers", "n_layers"), ("d_model", "d_model"), ("n_heads", "n_heads
           ("k_exp", "experts_per_token"))
 SEEN = "_architecture_preset_seen"      # the preset the fields were last filled from
 ASKED = "_architecture_asked"           # the question the post-training comparison was run on
-
-page = Lesson("architecture")
-page.header()
-lm = page.model()
-cfg = lm.cfg
-models = {key: get_model(key) for key in MODELS}        # both bundled models (cached per process)
-names = {key: m.name for key, m in models.items()}
 
 
 def fmt(value) -> str:
@@ -46,207 +41,189 @@ def fmt(value) -> str:
     return str(value)
 
 
-def cell(row: AR.CardRow) -> str:
-    facts = {k: fmt(v) for k, v in row.facts.items()}
-    if row.key == "params":
-        facts["total"] = big_number(row.facts["total"])
-    return page.t(f"card.{row.key}.{row.variant}", **facts)
+def render() -> None:
+    """The lesson, top to bottom: its variables live only while it runs."""
+    page = Lesson("architecture")
+    page.header()
+    lm = page.model()
+    cfg = lm.cfg
+    models = {key: get_model(key) for key in MODELS}        # both bundled models (cached per process)
+    names = {key: m.name for key, m in models.items()}
 
 
-@st.cache_data(max_entries=4, show_spinner=False)
-def cards(model_names: tuple[str, ...]) -> list[list[AR.CardRow]]:
-    return [AR.model_card(models[key]) for key in MODELS]
+    def cell(row: AR.CardRow) -> str:
+        facts = {k: fmt(v) for k, v in row.facts.items()}
+        if row.key == "params":
+            facts["total"] = big_number(row.facts["total"])
+        return page.t(f"card.{row.key}.{row.variant}", **facts)
 
 
-# --- 1. same skeleton, different choices ----------------------------------------------------
-st.subheader(page.t("card_title"), anchor=False)
-page.prose("card")
-card_rows = cards(tuple(names.values()))
-by_key = dict(zip(MODELS, card_rows))
-differ = AR.differing(*card_rows)
-with st.container(border=True, key="card"):
-    head = st.columns([4, 5, 5], vertical_alignment="bottom")
-    head[0].markdown(f"**{page.t('card.property')}**")
-    for col, key in zip(head[1:], MODELS):
-        col.markdown(f"**{page.t('card.loaded' if key == lm.bundled.key else 'card.other', name=names[key])}**")
-    for i, ckey in enumerate(AR.CARD_KEYS):
-        lesson = by_key[MODELS[0]][i].lesson
-        cols = st.columns([4, 5, 5], vertical_alignment="center")
-        cols[0].page_link(nav.page_file(lesson), label=page.t(f"card.{ckey}.label"), icon=nav.ICONS[lesson],
-                          help=page.t("card.link_help", lesson=t(f"nav.{lesson}")))
-        for col, key in zip(cols[1:], MODELS):
-            text = cell(by_key[key][i])
-            col.markdown(f":orange-background[{text}]" if ckey in differ else text)
-st.caption(page.t("card.caption", n=len(differ), total=len(AR.CARD_KEYS)))
+    # --- 1. same skeleton, different choices ----------------------------------------------------
+    st.subheader(page.t("card_title"), anchor=False)
+    page.prose("card")
+    card_rows = cache.cards(tuple(names.values()), _models=models)
+    by_key = dict(zip(MODELS, card_rows))
+    differ = AR.differing(*card_rows)
+    with st.container(border=True, key="card"):
+        head = st.columns([4, 5, 5], vertical_alignment="bottom")
+        head[0].markdown(f"**{page.t('card.property')}**")
+        for col, key in zip(head[1:], MODELS):
+            col.markdown(f"**{page.t('card.loaded' if key == lm.bundled.key else 'card.other', name=names[key])}**")
+        for i, ckey in enumerate(AR.CARD_KEYS):
+            lesson = by_key[MODELS[0]][i].lesson
+            cols = st.columns([4, 5, 5], vertical_alignment="center")
+            cols[0].page_link(nav.page_file(lesson), label=page.t(f"card.{ckey}.label"), icon=nav.ICONS[lesson],
+                              help=page.t("card.link_help", lesson=t(f"nav.{lesson}")))
+            for col, key in zip(cols[1:], MODELS):
+                text = cell(by_key[key][i])
+                col.markdown(f":orange-background[{text}]" if ckey in differ else text)
+    st.caption(page.t("card.caption", n=len(differ), total=len(AR.CARD_KEYS)))
 
-# --- 2. where the parameters live -------------------------------------------------------------
-st.subheader(page.t("calc_title"), anchor=False)
-page.prose("calc")
-presets = {key: P.config_of(m) for key, m in models.items()} | dict(P.PRESETS)
-with st.container(border=True, key="calc"):
-    top = st.columns([3, 2, 3], vertical_alignment="bottom")
-    preset = state.url_choice("arch", page.t("calc.preset"), list(presets), lm.bundled.key,
-                              format_func=lambda k: names.get(k) or presets[k].name, container=top[0])
-    base = presets[preset]
-    seen = st.session_state.get(SEEN)
-    if seen is not None and seen != preset:          # a new preset: its values fill the fields
-        for key, attr in FIELDS:
-            state.set_value(key, getattr(base, attr))
-        state.set_value("tied", base.tied_embeddings)
-    st.session_state[SEEN] = preset
-    values = {}
-    grid = st.columns(5)
-    for n, (key, attr) in enumerate(FIELDS):
-        lo, hi = AR.LIMITS[attr]
-        values[attr] = state.url_int(key, page.t(f"calc.field.{key}"), lo, hi, getattr(base, attr), widget="number",
-                                     help=page.t(f"calc.help.{key}"), container=grid[n % 5])
-    values["tied_embeddings"] = state.url_bool("tied", page.t("calc.field.tied"), base.tied_embeddings,
-                                               help=page.t("calc.help.tied"), container=top[1])
-    edited = [key for key, attr in FIELDS if values[attr] != getattr(base, attr)]
-    if values["tied_embeddings"] != base.tied_embeddings:
-        edited.append("tied")
-    shown_name = names.get(preset) or base.name
-    with top[2]:
-        if edited:
-            st.markdown(page.t("calc.edited", name=shown_name, fields=", ".join(code_span(k) for k in edited)))
+    # --- 2. where the parameters live -------------------------------------------------------------
+    st.subheader(page.t("calc_title"), anchor=False)
+    page.prose("calc")
+    presets = {key: P.config_of(m) for key, m in models.items()} | dict(P.PRESETS)
+    with st.container(border=True, key="calc"):
+        top = st.columns([3, 2, 3], vertical_alignment="bottom")
+        preset = state.url_choice("arch", page.t("calc.preset"), list(presets), lm.bundled.key,
+                                  format_func=lambda k: names.get(k) or presets[k].name, container=top[0])
+        base = presets[preset]
+        seen = st.session_state.get(SEEN)
+        if seen is not None and seen != preset:          # a new preset: its values fill the fields
+            for key, attr in FIELDS:
+                state.set_value(key, getattr(base, attr))
+            state.set_value("tied", base.tied_embeddings)
+        st.session_state[SEEN] = preset
+        values = {}
+        grid = st.columns(5)
+        for n, (key, attr) in enumerate(FIELDS):
+            lo, hi = AR.LIMITS[attr]
+            values[attr] = state.url_int(key, page.t(f"calc.field.{key}"), lo, hi, getattr(base, attr), widget="number",
+                                         help=page.t(f"calc.help.{key}"), container=grid[n % 5])
+        values["tied_embeddings"] = state.url_bool("tied", page.t("calc.field.tied"), base.tied_embeddings,
+                                                   help=page.t("calc.help.tied"), container=top[1])
+        edited = [key for key, attr in FIELDS if values[attr] != getattr(base, attr)]
+        if values["tied_embeddings"] != base.tied_embeddings:
+            edited.append("tied")
+        shown_name = names.get(preset) or base.name
+        with top[2]:
+            if edited:
+                st.markdown(page.t("calc.edited", name=shown_name, fields=", ".join(code_span(k) for k in edited)))
+            else:
+                st.markdown(page.t("calc.as_published", name=shown_name))
+        config = replace(base, **values)
+        bad = AR.problems(config)
+        for reason, fields in bad:
+            if reason == "range":
+                fields = dict(fields, field=code_span(next(k for k, a in FIELDS if a == fields["field"])))
+            st.warning(page.t(f"bad.{reason}", **{k: fmt(v) if k != "field" else v for k, v in fields.items()}),
+                       icon=":material/error:")
+
+    real = {key: P.model_breakdown(m) for key, m in models.items()}           # the real tensors
+    calc = None
+    if not bad:
+        calc = AR.calculate(config)
+        moe = config.n_experts > 1
+        m = st.columns(4)
+        m[0].metric(page.t("calc.total"), big_number(calc["total"]), help=f"{calc['total']:,}")
+        if moe:
+            m[1].metric(page.t("calc.active"), big_number(calc["active"]), help=f"{calc['active']:,}")
         else:
-            st.markdown(page.t("calc.as_published", name=shown_name))
-    config = replace(base, **values)
-    bad = AR.problems(config)
-    for reason, fields in bad:
-        if reason == "range":
-            fields = dict(fields, field=code_span(next(k for k, a in FIELDS if a == fields["field"])))
-        st.warning(page.t(f"bad.{reason}", **{k: fmt(v) if k != "field" else v for k, v in fields.items()}),
-                   icon=":material/error:")
+            m[1].metric(page.t("calc.embedding_share"), f"{calc['shares']['embedding']:.0%}")
+        mem = calc["memory"]
+        m[2].metric(page.t("calc.memory"), page.t("calc.gb", n=f"{mem['bf16'] / 1e9:,.2f}"),
+                    help=page.t("calc.memory_help", fp32=f"{mem['fp32'] / 1e9:,.2f}", bf16=f"{mem['bf16'] / 1e9:,.2f}",
+                                int4=f"{mem['int4'] / 1e9:,.2f}"))
+        m[3].metric(page.t("calc.kv"), page.t("calc.kib", n=f"{calc['kv_bytes']['bf16'] / 1024:,.1f}"),
+                    help=page.t("calc.kv_help", values=f"{calc['kv_values']:,}", L=config.n_layers, kv=config.n_kv_heads,
+                                dh=config.d_head))
+        st.markdown(page.t("calc.memory_line", fp32=f"{mem['fp32'] / 1e9:,.2f}", bf16=f"{mem['bf16'] / 1e9:,.2f}",
+                           int4=f"{mem['int4'] / 1e9:,.2f}"))
+        rows = [(html_escape(names[key]), real[key].parts) for key in MODELS]
+        if edited or preset not in MODELS:
+            label = page.t("split.edited", name=shown_name) if edited else shown_name
+            rows.append((html_escape(label), calc["parts"]))
+        theme.plot(F.split_figure(page.t, [r[0] for r in rows], [r[1] for r in rows], lambda n: f"{n:,}"),
+                   key="split_chart", height=230 + 50 * len(rows))
 
-real = {key: P.model_breakdown(m) for key, m in models.items()}           # the real tensors
-shares = {key: b.parts["embedding"] / b.total for key, b in real.items()}
-calc = None
-if not bad:
-    calc = AR.calculate(config)
-    moe = config.n_experts > 1
-    m = st.columns(4)
-    m[0].metric(page.t("calc.total"), big_number(calc["total"]), help=f"{calc['total']:,}")
-    if moe:
-        m[1].metric(page.t("calc.active"), big_number(calc["active"]), help=f"{calc['active']:,}")
+    # --- 3. training in one picture ----------------------------------------------------------------
+    st.subheader(page.t("train_title"), anchor=False)
+    page.prose("train")
+    font = theme.font_family().split(",")[0]
+    st.graphviz_chart(F.training_diagram(page.t, font), width="stretch")
+    page.prose("parallel")
+    tokens = page.tokens(lm, cap=CAP)
+    loss = None
+    if len(tokens) < 2:
+        st.info(page.t("loss.one_token"), icon=":material/info:")
     else:
-        m[1].metric(page.t("calc.embedding_share"), f"{calc['shares']['embedding']:.0%}")
-    mem = calc["memory"]
-    m[2].metric(page.t("calc.memory"), page.t("calc.gb", n=f"{mem['bf16'] / 1e9:,.2f}"),
-                help=page.t("calc.memory_help", fp32=f"{mem['fp32'] / 1e9:,.2f}", bf16=f"{mem['bf16'] / 1e9:,.2f}",
-                            int4=f"{mem['int4'] / 1e9:,.2f}"))
-    m[3].metric(page.t("calc.kv"), page.t("calc.kib", n=f"{calc['kv_bytes']['bf16'] / 1024:,.1f}"),
-                help=page.t("calc.kv_help", values=f"{calc['kv_values']:,}", L=config.n_layers, kv=config.n_kv_heads,
-                            dh=config.d_head))
-    st.markdown(page.t("calc.memory_line", fp32=f"{mem['fp32'] / 1e9:,.2f}", bf16=f"{mem['bf16'] / 1e9:,.2f}",
-                       int4=f"{mem['int4'] / 1e9:,.2f}"))
-    rows = [(html_escape(names[key]), real[key].parts) for key in MODELS]
-    if edited or preset not in MODELS:
-        label = page.t("split.edited", name=shown_name) if edited else shown_name
-        rows.append((html_escape(label), calc["parts"]))
-    theme.plot(F.split_figure(page.t, [r[0] for r in rows], [r[1] for r in rows], lambda n: f"{n:,}"),
-               key="split_chart", height=230 + 50 * len(rows))
+        run = cache.lesson_run(lm, tokens)
+        loss = AR.position_losses(run.ids, run.logits)
+        labels = axis_labels(tokens)[1:]                 # position t predicts token t + 1
+        theme.plot(F.loss_figure(page.t, labels, loss.tolist(), float(loss.mean())), key="loss_chart", height=360)
+    st.page_link(nav.page_file("train"), label=page.t("train_link", title=t("nav.train")), icon=nav.ICONS["train"])
 
-# --- 3. training in one picture ----------------------------------------------------------------
-st.subheader(page.t("train_title"), anchor=False)
-page.prose("train")
-font = theme.font_family().split(",")[0]
-st.graphviz_chart(F.training_diagram(page.t, font), width="stretch")
-page.prose("parallel")
-tokens = page.tokens(lm, cap=CAP)
-loss = None
-if len(tokens) < 2:
-    st.info(page.t("loss.one_token"), icon=":material/info:")
-else:
-    run = page.run(lm, tokens, all_logits=True)
-    loss = AR.position_losses(run.ids, run.logits)
-    labels = axis_labels(tokens)[1:]                 # position t predicts token t + 1
-    theme.plot(F.loss_figure(page.t, labels, loss.tolist(), float(loss.mean())), key="loss_chart", height=360)
-st.page_link(nav.page_file("train"), label=page.t("train_link", title=t("nav.train")), icon=nav.ICONS["train"])
-
-# --- 4. post-training ----------------------------------------------------------------------------
-st.subheader(page.t("post_title"), anchor=False)
-page.prose("post")
-instruct_key = next((k for k in MODELS if models[k].tokenizer.chat_template is not None), None)
-base_key = next((k for k in MODELS if models[k].tokenizer.chat_template is None), None)
-
-
-@st.cache_data(max_entries=16, show_spinner=False)
-def replies(question: str, model_names: tuple[str, str], n: int) -> list[dict]:
-    """Both models' greedy replies (keyed on the question, the models and n)."""
-    return [asdict(AR.post_training(models[k], question, n)) for k in (instruct_key, base_key)]
-
-
-post = None
-if instruct_key is None or base_key is None:
-    st.info(page.t("post.unavailable"))
-else:
-    with st.container(border=True, key="post"):
-        q_col, b_col = st.columns([3, 1], vertical_alignment="bottom")
-        sources = {o: page.t(f"post.source_{o}") for o in ("example", "prompt")}   # labels fixed now, in this language
-        source = state.url_choice("ask", page.t("post.source"), list(sources), "example", widget="radio",
-                                  format_func=sources.__getitem__, container=q_col)
-        question = page.t("post.question") if source == "example" else state.prompt().strip()
-        q_col.markdown(page.t("post.asking", question=md_escape(shorten(question, 120))))
-        if b_col.button(page.t("post.run"), key="post_run", icon=":material/play_arrow:", type="primary",
-                        disabled=not question):
-            st.session_state[ASKED] = question
-        if st.session_state.get(ASKED) == question and question:
-            with st.spinner(page.t("post.spinner", a=names[instruct_key], b=names[base_key], n=NEW_TOKENS)):
-                post = [AR.Reply(**r) for r in replies(question, (names[instruct_key], names[base_key]), NEW_TOKENS)]
-            for col, reply in zip(st.columns(2), post):
-                with col:
-                    st.markdown(f"**{page.t('post.instruct' if reply.chat else 'post.base', name=reply.model)}**")
-                    st.caption(page.t("post.fed"))
-                    st.code(reply.prompt, language=None, wrap_lines=True)
-                    st.caption(page.t("post.wrote", n=len(reply.ids)))
-                    st.code(reply.text, language=None, wrap_lines=True)
-        else:
-            st.caption(page.t("post.hint", n=NEW_TOKENS))
-
-# --- What to notice --------------------------------------------------------------------------------
-notes = []
-s_key, g_key = MODELS[0], MODELS[1]
-notes.append(page.t("notice.embedding", a=names[s_key], a_share=f"{shares[s_key]:.0%}",
-                    a_v=f"{models[s_key].cfg.vocab_size:,}", a_d=models[s_key].cfg.d_model,
-                    a_n=big_number(real[s_key].parts["embedding"]), a_total=big_number(real[s_key].total),
-                    b=names[g_key], b_share=f"{shares[g_key]:.0%}", b_v=f"{models[g_key].cfg.vocab_size:,}",
-                    b_d=models[g_key].cfg.d_model, b_n=big_number(real[g_key].parts["embedding"]),
-                    b_total=big_number(real[g_key].total)))
-notes.append(page.t("notice.differ", n=len(differ), total=len(AR.CARD_KEYS)))
-if calc is not None and config.n_experts > 1:
-    notes.append(page.t("notice.moe", name=shown_name, total=big_number(calc["total"]), active=big_number(calc["active"]),
-                        share=f"{calc['active'] / calc['total']:.0%}", k=config.experts_per_token, e=config.n_experts))
-if loss is not None:
-    hard, easy = int(loss.argmax()), int(loss.argmin())
-    notes.append(page.t("notice.loss", n=len(tokens), m=len(loss), mean=f"{float(loss.mean()):.2f}",
-                        hard=md_label(tokens[hard + 1]), hard_loss=f"{float(loss[hard]):.2f}",
-                        easy=md_label(tokens[easy + 1]), easy_loss=f"{float(loss[easy]):.2f}"))
-if post is not None:
-    chat_reply, base_reply = post
-    if chat_reply.end_token:
-        notes.append(page.t("notice.chat_stopped", name=chat_reply.model, n=len(chat_reply.ids) - 1,
-                            end=code_span(chat_reply.end_token)))
+    # --- 4. post-training ----------------------------------------------------------------------------
+    st.subheader(page.t("post_title"), anchor=False)
+    page.prose("post")
+    instruct_key = next((k for k in MODELS if models[k].tokenizer.chat_template is not None), None)
+    base_key = next((k for k in MODELS if models[k].tokenizer.chat_template is None), None)
+    post = None
+    if instruct_key is None or base_key is None:
+        st.info(page.t("post.unavailable"))
     else:
-        notes.append(page.t("notice.chat_ran_on", name=chat_reply.model, n=len(chat_reply.ids)))
-    if base_reply.end_token:
-        notes.append(page.t("notice.base_stopped", name=base_reply.model, n=len(base_reply.ids) - 1,
-                            end=code_span(base_reply.end_token)))
-    else:
-        notes.append(page.t("notice.base_ran_on", name=base_reply.model, n=len(base_reply.ids)))
-    if base_reply.writes_question:
-        notes.append(page.t("notice.base_repeats", name=base_reply.model))
-    for reply in (chat_reply, base_reply):
-        if reply.partial * 4 >= len(reply.ids):
-            notes.append(page.t("notice.bytes", name=reply.model, k=reply.partial, n=len(reply.ids)))
-page.notice(notes)
-page.try_this()
+        with st.container(border=True, key="post"):
+            q_col, b_col = st.columns([3, 1], vertical_alignment="bottom")
+            sources = {o: page.t(f"post.source_{o}") for o in ("example", "prompt")}   # labels fixed now, in this language
+            source = state.url_choice("ask", page.t("post.source"), list(sources), "example", widget="radio",
+                                      format_func=sources.__getitem__, container=q_col)
+            question = page.t("post.question") if source == "example" else state.prompt().strip()
+            q_col.markdown(page.t("post.asking", question=md_escape(shorten(question, 120))))
+            if b_col.button(page.t("post.run"), key="post_run", icon=":material/play_arrow:", type="primary",
+                            disabled=not question):
+                st.session_state[ASKED] = question
+            if st.session_state.get(ASKED) == question and question:
+                with st.spinner(page.t("post.spinner", a=names[instruct_key], b=names[base_key], n=NEW_TOKENS)):
+                    pair = (models[instruct_key], models[base_key])
+                    post = [AR.Reply(**r) for r in cache.replies(question, (names[instruct_key], names[base_key]),
+                                                                NEW_TOKENS, _models=pair)]
+                for col, reply in zip(st.columns(2), post):
+                    with col:
+                        st.markdown(f"**{page.t('post.instruct' if reply.chat else 'post.base', name=reply.model)}**")
+                        st.caption(page.t("post.fed"))
+                        st.code(reply.prompt, language=None, wrap_lines=True)
+                        st.caption(page.t("post.wrote", n=len(reply.ids)))
+                        st.code(reply.text, language=None, wrap_lines=True)
+            else:
+                st.caption(page.t("post.hint", n=NEW_TOKENS))
 
-# --- The math ----------------------------------------------------------------------------------------
-mine = P.count_params(P.config_of(lm))
-page.math(page.t("math_example", name=lm.name, d=cfg.d_model, h=cfg.n_heads, kv=cfg.n_kv_heads, dh=cfg.d_head,
-                 f=cfg.d_ff, V=f"{cfg.vocab_size:,}", L=cfg.n_layers, attn=f"{mine.per_layer['attention']:,}",
-                 mlp=f"{mine.per_layer['mlp']:,}", norms=f"{mine.per_layer['norms']:,}",
-                 emb=f"{mine.parts['embedding']:,}", final=f"{mine.final_norm:,}", total=f"{mine.total:,}",
-                 real=f"{real[lm.bundled.key].total:,}"))
-page.code(P.count_params, Attention.__init__, MLP.__init__, AR.position_losses, AR.post_training)
+    # --- What to notice --------------------------------------------------------------------------------
+    def side(key: str) -> N.Side:
+        return N.Side(names[key], models[key].cfg.vocab_size, models[key].cfg.d_model, real[key].parts["embedding"],
+                      real[key].total)
+
+
+    found = [N.embedding_notice(side(MODELS[0]), side(MODELS[1]), big=big_number),
+             N.differ_notice(n=len(differ), total=len(AR.CARD_KEYS))]
+    if calc is not None:
+        found += N.moe_notices(name=shown_name, n_experts=config.n_experts, experts_per_token=config.experts_per_token,
+                               total=calc["total"], active=calc["active"], big=big_number)
+    if loss is not None:
+        found.append(N.loss_notice(n=len(tokens), losses=loss.tolist(), mean=float(loss.mean()),
+                                   label=lambda i: md_label(tokens[i])))
+    if post is not None:
+        found += N.post_notices(*post)
+    page.notices(found)
+    page.try_this()
+
+    # --- The math ----------------------------------------------------------------------------------------
+    mine = P.count_params(P.config_of(lm))
+    page.math(page.t("math_example", name=lm.name, d=cfg.d_model, h=cfg.n_heads, kv=cfg.n_kv_heads, dh=cfg.d_head,
+                     f=cfg.d_ff, V=f"{cfg.vocab_size:,}", L=cfg.n_layers, attn=f"{mine.per_layer['attention']:,}",
+                     mlp=f"{mine.per_layer['mlp']:,}", norms=f"{mine.per_layer['norms']:,}",
+                     emb=f"{mine.parts['embedding']:,}", final=f"{mine.final_norm:,}", total=f"{mine.total:,}",
+                     real=f"{real[lm.bundled.key].total:,}"))
+    page.code(P.count_params, Attention.__init__, MLP.__init__, AR.position_losses, AR.post_training)
+
+
+render()

@@ -7,47 +7,23 @@ a global layer see on a long prompt; and how the work grows with the prompt's le
 
 import streamlit as st
 
+from course import i18n, state, theme
+from course.cache import attention as cache
+from course.figures import attention as F
+from course.lesson import Lesson
+from course.model import model_tag
+from course.notices import attention as N
+from course.text import num
+from course.tokens import axis_labels, md_labeler, position_label, readable_texts
 from lesson_model.analysis import attention as A
 from lesson_model.decoder import Attention
-from ui import figures_attention as F
-from ui import i18n, state, theme
-from ui.lesson import Lesson
-from ui.model import model_tag
-from ui.text import num
-from ui.tokens import axis_labels, md_labeler, position_label, readable_texts
 
-CAP = 64            # tokens of the prompt this page runs
+CAP = cache.CAP     # tokens of the prompt this page runs
 SEARCH_TOP = 8      # heads listed by the search
 OPEN_BUTTONS = 3    # of which this many get an "open" button
 SIDE_BY_SIDE = 24   # longer prompts draw the pattern and the lines view one under the other
 WIDE, THREE_QUARTERS = theme.WIDE_TITLE, theme.THREE_QUARTERS_TITLE   # title widths of a chart that spans
                                                                       # the page or 3/4 of it
-
-page = Lesson("attention")
-page.header()
-lm = page.model()
-cfg = lm.cfg
-tokens = page.tokens(lm, cap=CAP)
-n = len(tokens)
-labels = axis_labels(tokens)                # escaped, unique, byte pieces read as characters
-token_texts = readable_texts(tokens)        # the same for plain-text options (我¹, 我²)
-
-md_tok = md_labeler(tokens)
-
-run = page.run(lm, tokens, names=A.capture_names(cfg.n_layers))
-LONG = (cfg.sliding_window or 0) * 5 // 4     # the long prompt of the window section: past the window
-
-
-@st.cache_data(max_entries=8, show_spinner=False)
-def long_run(model_name: str, ids: tuple[int, ...], n_special: int, _lm=None):
-    """The window demo on a prompt repeated to LONG tokens (keyed on the model's name). On the
-    default prompt of each language it is computed once for every session (at start-up, by the
-    warm-up); a learner's own prompt only when they ask for it."""
-    return A.window_demo(_lm, A.repeat_to_length(ids, LONG, n_special))
-
-
-def has(key: str) -> bool:
-    return i18n.has(f"attention.{model_tag()}.{key}") or i18n.has(f"attention.{key}")
 
 
 def find_token(texts: list[str], want: str, last: bool = False) -> int | None:
@@ -60,240 +36,227 @@ def find_token(texts: list[str], want: str, last: bool = False) -> int | None:
     return None
 
 
-def try_examples() -> list[tuple]:
-    """The Try-this prompts, each with the query and key its "why" is about (try.<n>.query /
-    .key, a piece of token text), found in the prompt's tokens on the loaded model."""
-    out = []
-    for number in page.try_numbers():
-        prompt, why = page.t(f"try.{number}.prompt"), page.t(f"try.{number}.why")
-        values = {}
-        if has(f"try.{number}.query"):
-            texts = [tok.text.strip() for tok in lm.tokenize(prompt)]
-            query = find_token(texts, page.t(f"try.{number}.query"), last=True)
-            if query is not None:
-                values["pos"] = query
-                key = find_token(texts[:query], page.t(f"try.{number}.key"))
-                if key is not None:
-                    values["key"] = key
-        out.append((prompt, why, values))
-    return out
-
-
-@state.detached      # held by its widget in the session: keep only the names it uses
-def open_head(layer: int, head: int) -> None:
-    state.set_value("layer", layer)
-    state.set_value("head", head)
-
-
-def head_name(layer: int, head: int) -> str:
-    return page.t("fig.head_name", layer=layer, head=head)
-
-
-# --- controls: the query token first, then the head (by default the head that makes this
-# token's strongest long-range link, found by search) ----------------------------------
-figure_area, controls = page.columns()
-with controls:
-    query = state.url_int("pos", page.t("query_label"), 0, n - 1, n - 1, widget="select",
-                          format_func=lambda i: position_label(token_texts, i), help=page.t("query_help"))
-    link = A.strongest_link(lm, run, query)
-    default_layer, default_head = (link[1].layer, link[1].head) if link else (cfg.n_layers // 2, 0)
-    layer = state.url_int("layer", page.t("layer_label"), 0, cfg.n_layers - 1, default_layer,
-                          help=page.t("layer_help"))
-    head = state.url_int("head", page.t("head_label"), 0, cfg.n_heads - 1, default_head,
-                         help=page.t("head_help", group=cfg.group_size))
-    if link and (layer, head) == (default_layer, default_head):
-        st.caption(page.t("default_head_note", head=head_name(layer, head),
-                          query=md_tok(query), target=md_tok(link[0])))
-
-steps = A.attention_steps(lm, run, layer, head, query)
-weights = steps.weights
-visible = list(range(query + 1))
-top_key = int(weights.argmax())
-qlabel = labels[query]
-
-# --- 1. step by step ----------------------------------------------------------------------
-with figure_area:
-    st.subheader(page.t("steps_title", head=head_name(layer, head), query=md_tok(query)), anchor=False)
-    page.prose("steps")
-    st.markdown(page.t("steps_numbers", d=cfg.d_head, s=f"{cfg.d_head ** 0.5:g}", group=cfg.group_size,
-                       heads=cfg.n_heads, kv=cfg.n_kv_heads, last=cfg.group_size - 1))
-    theme.plot(F.qk_figure(steps.q.tolist(), steps.keys[: query + 1].tolist(), labels[: query + 1], qlabel, page.t),
-               key="qk_chart", height=F.rows_height(query + 2), title_width=THREE_QUARTERS)
-theme.plot(F.score_steps_figure(steps.raw.tolist(), steps.scaled.tolist(), weights.tolist(), labels,
-                                query, cfg.d_head, page.t),
-           key="steps_chart", height=780, title_width=WIDE)
-theme.plot(F.weighted_sum_figure(steps.weighted_values[: query + 1].tolist(), steps.z.tolist(),
-                                 labels[: query + 1], weights[: query + 1].tolist(), page.t),
-           key="sum_chart", height=F.rows_height(query + 2), title_width=WIDE)
-st.caption(page.t("check_caption", w_err=f"{steps.max_weight_error:.1e}", z_err=f"{steps.max_z_error:.1e}"))
-
-# --- 2. the whole pattern and the lines view ----------------------------------------------
-st.subheader(page.t("pattern_title", head=head_name(layer, head)), anchor=False)
-page.prose("pattern")
-pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][0, head]          # [q_pos, k_pos]
-left, right = st.columns(2, gap="medium") if n <= SIDE_BY_SIDE else (st.container(), st.container())
-with left:
-    theme.plot(F.pattern_figure(pattern.tolist(), labels, query,
-                                page.t("fig.pattern_title", head=head_name(layer, head)), page.t),
-               key="pattern_chart", height=260 + 16 * n)
-with right:
-    lines, drawn = F.lines_figure(weights.tolist(), labels, query, page.t)
-    theme.plot(lines, key="lines_chart")
-    if len(drawn) < query + 1:
-        rest = 1.0 - sum(float(weights[j]) for j in drawn)
-        st.caption(page.t("lines_hidden", k=len(drawn), n=query + 1 - len(drawn), pct=f"{max(0.0, rest):.0%}"))
-
-# --- 3. what if the scale is dropped -------------------------------------------------------
-st.subheader(page.t("scale_title", s=f"{steps.scale:g}"), anchor=False)
-page.prose("scale")
-st.markdown(page.t("scale_numbers", d=cfg.d_head, s=f"{steps.scale:g}"))
-what_if = A.unscaled_what_if(steps)
-left, right = st.columns([3, 1], gap="medium")
-with left:
-    theme.plot(F.scale_figure(weights.tolist(), what_if.weights_unscaled.tolist(), labels, query, cfg.d_head,
-                              page.t), key="scale_chart", height=420, title_width=THREE_QUARTERS)
-with right:
-    st.metric(page.t("entropy_with"), page.t("bits", v=num(what_if.entropy_scaled)))
-    st.metric(page.t("entropy_without"), page.t("bits", v=num(what_if.entropy_unscaled)),
-              delta=page.t("bits", v=num(what_if.entropy_unscaled - what_if.entropy_scaled, "+.2f")),
-              delta_color="off")
-    st.metric(page.t("top_without"), f"{what_if.max_unscaled:.1%}",
-              delta=page.t("pp", v=num((what_if.max_unscaled - what_if.max_scaled) * 100, "+.1f")),
-              delta_color="off")
-
-# --- 4. search: which heads link two tokens? ------------------------------------------------
-st.subheader(page.t("search_title"), anchor=False)
-page.prose("search")
-left, right = st.columns([3, 1], gap="medium")
-with right:
-    default_key = link[0] if link else 0
-    key_pos = state.url_int("key", page.t("key_label"), 0, query, min(default_key, query), widget="select",
-                            format_func=lambda i: position_label(token_texts, i), help=page.t("key_help"))
-hits = A.find_heads_attending(lm, run, query, key_pos, top=SEARCH_TOP)
-tied = A.heads_tied_for_most(run, cfg.n_layers, query, key_pos)
-with left:
-    theme.plot(F.search_figure(hits, page.t, page.t("fig.search_title", query=qlabel, target=labels[key_pos])),
-               key="search_chart", height=140 + 40 * len(hits), title_width=THREE_QUARTERS)
-with right:
-    st.markdown(page.t("open_label"))
-    for rank, hit in enumerate(hits[:OPEN_BUTTONS]):
-        st.button(page.t("open_button", head=head_name(hit.layer, hit.head), pct=f"{hit.weight:.0%}"),
-                  key=f"open_{rank}", on_click=open_head, args=(hit.layer, hit.head), width="stretch",
-                  icon=":material/visibility:", disabled=(hit.layer, hit.head) == (layer, head))
-
-# --- 5. the sliding window on a long prompt (models that have one) ---------------------------
-st.subheader(page.t("window_title"), anchor=False)
-page.prose("window")
-pair = A.window_layers(cfg)
-demo = None
-if pair is not None:
-    # The default prompt by default: the demo is the same lesson on any text, and a new prompt of
-    # the learner's would run six blocks over LONG tokens each time (the page's costliest part).
-    default_tokens = lm.tokenize(i18n.t("prompt.default"))
-    own = [tok.id for tok in tokens] != [tok.id for tok in default_tokens]
-    mine = not own or state.url_bool("window_mine", page.t("window_mine"), False,      # the toggle: own prompts only
-                                     help=page.t("window_mine_help", n=f"{LONG:,}"))
-    long_tokens = tokens if mine else default_tokens
-    n_special = next((i for i, tok in enumerate(long_tokens) if not tok.special), len(long_tokens))
-    with st.spinner(page.t("window_spinner", n=f"{LONG:,}")):
-        demo = long_run(lm.name, tuple(tok.id for tok in long_tokens), n_special, _lm=lm)
-    source = "mine" if mine else "default"
-    s_layer, g_layer = demo.layers
-    theme.plot(F.window_figure([demo.pooled[s_layer], demo.pooled[g_layer]], demo.pool, demo.n, demo.window,
-                               [page.t("fig.window_sliding", layer=s_layer, w=f"{demo.window:,}"),
-                                page.t("fig.window_global", layer=g_layer)], page.t),
-               key="window_chart", height=520, title_width=WIDE)
-    st.caption(page.t(f"window_caption_{source}", n=f"{demo.n:,}", pool=demo.pool, w=f"{demo.window:,}"))
-
-# --- 6. cost ---------------------------------------------------------------------------------
-st.subheader(page.t("cost_title"), anchor=False)
-page.prose("cost")
-crossover = A.crossover_length(cfg)
-top_len = max(cfg.max_position, 2 * n)
-lengths = sorted({max(1, round(top_len * i / 200)) for i in range(201)} | {n})
-costs = [A.block_cost(cfg, m) for m in lengths]
-sliding_costs = [A.block_cost(cfg, m, cfg.sliding_layers[0]).attention for m in lengths] if cfg.sliding_layers else None
-theme.plot(F.cost_figure(lengths, [c.attention for c in costs], [c.linear for c in costs], n, crossover, page.t,
-                         sliding=sliding_costs, window=cfg.sliding_window),
-           key="cost_chart", height=420, title_width=WIDE)
-now, doubled = A.block_cost(cfg, n), A.block_cost(cfg, 2 * n)
-
-# --- What to notice -------------------------------------------------------------------------
-raw_top = float(steps.raw[top_key])
-total_heads = cfg.n_layers * cfg.n_heads
-top_fields = dict(head=head_name(layer, head), query=md_tok(query), target=md_tok(top_key),
-                  pct=f"{float(weights[top_key]):.0%}", raw=num(raw_top), scaled=num(raw_top / steps.scale),
-                  s=f"{steps.scale:g}")
-# The first token can see only itself: its 100% says nothing about the scores.
-observations = [page.t("notice.top_first" if query == 0 else "notice.top", **top_fields)]
-if query > 0 and top_key == 0:
-    observations.append(page.t("notice.sink", target=md_tok(0)))
-elif query > 0 and float(weights[0]) >= 0.2:
-    observations.append(page.t("notice.first", target=md_tok(0), pct=f"{float(weights[0]):.0%}"))
-if n == 1:
-    observations.append(page.t("notice.only"))
-elif query < n - 1:
-    observations.append(page.t("notice.mask", n=n - 1 - query))
-else:
-    observations.append(page.t("notice.last", n=n))
-scale_fields = dict(top1=f"{what_if.max_scaled:.0%}", top2=f"{what_if.max_unscaled:.0%}",
-                    e1=num(what_if.entropy_scaled), e2=num(what_if.entropy_unscaled))
-if query == 0:
-    observations.append(page.t("notice.scale_one"))
-elif what_if.max_scaled >= 0.95:
-    observations.append(page.t("notice.scale_sure", **scale_fields))
-elif what_if.max_unscaled - what_if.max_scaled < 0.05 and what_if.entropy_scaled - what_if.entropy_unscaled < 0.1:
-    observations.append(page.t("notice.scale_small", **scale_fields))      # the scores are close together
-else:
-    observations.append(page.t("notice.scale", **scale_fields))
-best = hits[0]
-search_fields = dict(head=head_name(best.layer, best.head), query=md_tok(query), target=md_tok(key_pos),
-                     pct=f"{best.weight:.0%}", total=total_heads, tied=tied)
-if query == 0:                      # every head gives the first token 100% of its own attention
-    observations.append(page.t("notice.search_first", **search_fields))
-elif tied == total_heads:
-    observations.append(page.t("notice.search_all", **search_fields))
-elif tied > 1:
-    observations.append(page.t("notice.search_tie", **search_fields))
-else:
-    observations.append(page.t("notice.search", **search_fields))
-observations.append(page.t("notice.cost_one" if n == 1 else "notice.cost", n=n, pairs=f"{A.causal_pairs(n):,}", n2=2 * n,
-                           pairs2=f"{A.causal_pairs(2 * n):,}",
-                           ratio=f"{doubled.attention / now.attention:.2f}",
-                           lin=f"{doubled.linear / now.linear:.0f}", cross=f"{crossover:,}"))
-if demo is not None:
-    s_far, g_far = demo.beyond(s_layer), demo.beyond(g_layer)
-    observations.append(page.t(
-        f"notice.window_{source}", n=f"{demo.n:,}", w=f"{demo.window:,}", s=s_layer, g=g_layer,
-        s_max=f"{float(s_far.max()):.0%}", g_lo=f"{float(g_far.min()):.0%}", g_hi=f"{float(g_far.max()):.0%}",
-        first=md_labeler(long_tokens)(0), g_first=f"{float(demo.last_row[g_layer][:, 0].max()):.0%}",
-        checked=page.t("notice.window_zero" if demo.outside_zero[s_layer] else "notice.window_nonzero",
-                       count=f"{demo.outside_count[s_layer]:,}")))
-    per_token = A.sliding_attention_per_token(cfg)
-    observations.append(page.t("notice.window_cost" if per_token < A.linear_macs_per_token(cfg) else
-                               "notice.window_cost_passes", w=f"{cfg.sliding_window:,}", att=f"{per_token:,}",
-                               lin=f"{A.linear_macs_per_token(cfg):,}"))
-page.notice(observations)
-page.try_this(try_examples())
-
-# --- The math: a worked example with this head's numbers ------------------------------------
-order = sorted(visible, key=lambda j: -float(weights[j]))[:3]
-rows = "\n".join(
-    page.t("math_row", target=md_tok(j), raw=num(float(steps.raw[j])),
-           scaled=num(float(steps.scaled[j])), w=f"{float(weights[j]):.1%}")
-    for j in order)
-denominator = float(steps.masked[: query + 1].double().exp().sum())
-
-
 def readable(x: float) -> str:
     """A positive number for the worked example: plain digits while they stay short."""
     return f"{x:,.2f}" if x < 1e9 else f"{x:.3e}"
 
 
-page.math(page.t("math_example_first" if query == 0 else "math_example", head=head_name(layer, head),
-                 query=md_tok(query), d=cfg.d_head,
-                 s=f"{steps.scale:g}", n=query + 1, denom=readable(denominator),
-                 e=readable(float(steps.scaled[order[0]].double().exp())), w=f"{float(weights[order[0]]):.1%}",
-                 target=md_tok(order[0])) + "\n\n" + page.t("math_table" if query >= 3 else "math_table_all")
-          + "\n" + rows)
-page.code(Attention.forward, A.attention_steps)
+def render() -> None:
+    """The lesson, top to bottom: its variables live only while it runs (a widget's callback
+    keeps just the names it uses, never this run's tensors)."""
+    page = Lesson("attention")
+    page.header()
+    lm = page.model()
+    cfg = lm.cfg
+    tokens = page.tokens(lm, cap=CAP)
+    n = len(tokens)
+    labels = axis_labels(tokens)                # escaped, unique, byte pieces read as characters
+    token_texts = readable_texts(tokens)        # the same for plain-text options (我¹, 我²)
+
+    md_tok = md_labeler(tokens)
+
+    run = cache.lesson_run(lm, tokens)
+    LONG = cache.long_length(cfg)                 # the long prompt of the window section: past the window
+
+
+    def has(key: str) -> bool:
+        return i18n.has(f"attention.{model_tag()}.{key}") or i18n.has(f"attention.{key}")
+
+
+    def try_examples() -> list[tuple]:
+        """The Try-this prompts, each with the query and key its "why" is about (try.<n>.query /
+        .key, a piece of token text), found in the prompt's tokens on the loaded model."""
+        out = []
+        for number in page.try_numbers():
+            prompt, why = page.t(f"try.{number}.prompt"), page.t(f"try.{number}.why")
+            values = {}
+            if has(f"try.{number}.query"):
+                texts = [tok.text.strip() for tok in lm.tokenize(prompt)]
+                query = find_token(texts, page.t(f"try.{number}.query"), last=True)
+                if query is not None:
+                    values["pos"] = query
+                    key = find_token(texts[:query], page.t(f"try.{number}.key"))
+                    if key is not None:
+                        values["key"] = key
+            out.append((prompt, why, values))
+        return out
+
+
+    def open_head(layer: int, head: int) -> None:
+        state.set_value("layer", layer)
+        state.set_value("head", head)
+
+
+    def head_name(layer: int, head: int) -> str:
+        return page.t("fig.head_name", layer=layer, head=head)
+
+
+    # --- controls: the query token first, then the head (by default the head that makes this
+    # token's strongest long-range link, found by search) ----------------------------------
+    figure_area, controls = page.columns()
+    with controls:
+        query = state.url_int("pos", page.t("query_label"), 0, n - 1, n - 1, widget="select",
+                              format_func=lambda i: position_label(token_texts, i), help=page.t("query_help"))
+        link = A.strongest_link(lm, run, query)
+        default_layer, default_head = (link[1].layer, link[1].head) if link else (cfg.n_layers // 2, 0)
+        layer = state.url_int("layer", page.t("layer_label"), 0, cfg.n_layers - 1, default_layer,
+                              help=page.t("layer_help"))
+        head = state.url_int("head", page.t("head_label"), 0, cfg.n_heads - 1, default_head,
+                             help=page.t("head_help", group=cfg.group_size))
+        if link and (layer, head) == (default_layer, default_head):
+            st.caption(page.t("default_head_note", head=head_name(layer, head),
+                              query=md_tok(query), target=md_tok(link[0])))
+
+    steps = A.attention_steps(lm, run, layer, head, query)
+    weights = steps.weights
+    visible = list(range(query + 1))
+    qlabel = labels[query]
+
+    # --- 1. step by step ----------------------------------------------------------------------
+    with figure_area:
+        st.subheader(page.t("steps_title", head=head_name(layer, head), query=md_tok(query)), anchor=False)
+        page.prose("steps")
+        st.markdown(page.t("steps_numbers", d=cfg.d_head, s=f"{cfg.d_head ** 0.5:g}", group=cfg.group_size,
+                           heads=cfg.n_heads, kv=cfg.n_kv_heads, last=cfg.group_size - 1))
+        theme.plot(F.qk_figure(steps.q.tolist(), steps.keys[: query + 1].tolist(), labels[: query + 1], qlabel, page.t),
+                   key="qk_chart", height=F.rows_height(query + 2), title_width=THREE_QUARTERS)
+    theme.plot(F.score_steps_figure(steps.raw.tolist(), steps.scaled.tolist(), weights.tolist(), labels,
+                                    query, cfg.d_head, page.t),
+               key="steps_chart", height=780, title_width=WIDE)
+    theme.plot(F.weighted_sum_figure(steps.weighted_values[: query + 1].tolist(), steps.z.tolist(),
+                                     labels[: query + 1], weights[: query + 1].tolist(), page.t),
+               key="sum_chart", height=F.rows_height(query + 2), title_width=WIDE)
+    st.caption(page.t("check_caption", w_err=f"{steps.max_weight_error:.1e}", z_err=f"{steps.max_z_error:.1e}"))
+
+    # --- 2. the whole pattern and the lines view ----------------------------------------------
+    st.subheader(page.t("pattern_title", head=head_name(layer, head)), anchor=False)
+    page.prose("pattern")
+    pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][0, head]          # [q_pos, k_pos]
+    left, right = st.columns(2, gap="medium") if n <= SIDE_BY_SIDE else (st.container(), st.container())
+    with left:
+        theme.plot(F.pattern_figure(pattern.tolist(), labels, query,
+                                    page.t("fig.pattern_title", head=head_name(layer, head)), page.t),
+                   key="pattern_chart", height=260 + 16 * n)
+    with right:
+        lines, drawn = F.lines_figure(weights.tolist(), labels, query, page.t)
+        theme.plot(lines, key="lines_chart")
+        if len(drawn) < query + 1:
+            rest = 1.0 - sum(float(weights[j]) for j in drawn)
+            st.caption(page.t("lines_hidden", k=len(drawn), n=query + 1 - len(drawn), pct=f"{max(0.0, rest):.0%}"))
+
+    # --- 3. what if the scale is dropped -------------------------------------------------------
+    st.subheader(page.t("scale_title", s=f"{steps.scale:g}"), anchor=False)
+    page.prose("scale")
+    st.markdown(page.t("scale_numbers", d=cfg.d_head, s=f"{steps.scale:g}"))
+    what_if = A.unscaled_what_if(steps)
+    left, right = st.columns([3, 1], gap="medium")
+    with left:
+        theme.plot(F.scale_figure(weights.tolist(), what_if.weights_unscaled.tolist(), labels, query, cfg.d_head,
+                                  page.t), key="scale_chart", height=420, title_width=THREE_QUARTERS)
+    with right:
+        st.metric(page.t("entropy_with"), page.t("bits", v=num(what_if.entropy_scaled)))
+        st.metric(page.t("entropy_without"), page.t("bits", v=num(what_if.entropy_unscaled)),
+                  delta=page.t("bits", v=num(what_if.entropy_unscaled - what_if.entropy_scaled, "+.2f")),
+                  delta_color="off")
+        st.metric(page.t("top_without"), f"{what_if.max_unscaled:.1%}",
+                  delta=page.t("pp", v=num((what_if.max_unscaled - what_if.max_scaled) * 100, "+.1f")),
+                  delta_color="off")
+
+    # --- 4. search: which heads link two tokens? ------------------------------------------------
+    st.subheader(page.t("search_title"), anchor=False)
+    page.prose("search")
+    left, right = st.columns([3, 1], gap="medium")
+    with right:
+        default_key = link[0] if link else 0
+        key_pos = state.url_int("key", page.t("key_label"), 0, query, min(default_key, query), widget="select",
+                                format_func=lambda i: position_label(token_texts, i), help=page.t("key_help"))
+    hits = A.find_heads_attending(lm, run, query, key_pos, top=SEARCH_TOP)
+    tied = A.heads_tied_for_most(run, cfg.n_layers, query, key_pos)
+    with left:
+        theme.plot(F.search_figure(hits, page.t, page.t("fig.search_title", query=qlabel, target=labels[key_pos])),
+                   key="search_chart", height=140 + 40 * len(hits), title_width=THREE_QUARTERS)
+    with right:
+        st.markdown(page.t("open_label"))
+        for rank, hit in enumerate(hits[:OPEN_BUTTONS]):
+            st.button(page.t("open_button", head=head_name(hit.layer, hit.head), pct=f"{hit.weight:.0%}"),
+                      key=f"open_{rank}", on_click=open_head, args=(hit.layer, hit.head), width="stretch",
+                      icon=":material/visibility:", disabled=(hit.layer, hit.head) == (layer, head))
+
+    # --- 5. the sliding window on a long prompt (models that have one) ---------------------------
+    st.subheader(page.t("window_title"), anchor=False)
+    page.prose("window")
+    pair = A.window_layers(cfg)
+    demo = None
+    if pair is not None:
+        # The default prompt by default: the demo is the same lesson on any text, and a new prompt of
+        # the learner's would run six blocks over LONG tokens each time (the page's costliest part).
+        default_tokens = cache.window_tokens(lm)
+        own = [tok.id for tok in tokens] != [tok.id for tok in default_tokens]
+        mine = not own or state.url_bool("window_mine", page.t("window_mine"), False,      # the toggle: own prompts only
+                                         help=page.t("window_mine_help", n=f"{LONG:,}"))
+        long_tokens = tokens if mine else default_tokens
+        with st.spinner(page.t("window_spinner", n=f"{LONG:,}")):
+            demo = cache.demo(lm, long_tokens)
+        source = "mine" if mine else "default"
+        s_layer, g_layer = demo.layers
+        theme.plot(F.window_figure([demo.pooled[s_layer], demo.pooled[g_layer]], demo.pool, demo.n, demo.window,
+                                   [page.t("fig.window_sliding", layer=s_layer, w=f"{demo.window:,}"),
+                                    page.t("fig.window_global", layer=g_layer)], page.t),
+                   key="window_chart", height=520, title_width=WIDE)
+        st.caption(page.t(f"window_caption_{source}", n=f"{demo.n:,}", pool=demo.pool, w=f"{demo.window:,}"))
+
+    # --- 6. cost ---------------------------------------------------------------------------------
+    st.subheader(page.t("cost_title"), anchor=False)
+    page.prose("cost")
+    crossover = A.crossover_length(cfg)
+    top_len = max(cfg.max_position, 2 * n)
+    lengths = sorted({max(1, round(top_len * i / 200)) for i in range(201)} | {n})
+    costs = [A.block_cost(cfg, m) for m in lengths]
+    sliding_costs = [A.block_cost(cfg, m, cfg.sliding_layers[0]).attention for m in lengths] if cfg.sliding_layers else None
+    theme.plot(F.cost_figure(lengths, [c.attention for c in costs], [c.linear for c in costs], n, crossover, page.t,
+                             sliding=sliding_costs, window=cfg.sliding_window),
+               key="cost_chart", height=420, title_width=WIDE)
+    now, doubled = A.block_cost(cfg, n), A.block_cost(cfg, 2 * n)
+
+    # --- What to notice -------------------------------------------------------------------------
+    best = hits[0]
+    found = N.top_notices(query=query, n=n, weights=weights.tolist(), raw=steps.raw.tolist(),
+                          scale=steps.scale, head=head_name(layer, head), label=md_tok)
+    found.append(N.scale_notice(query=query, max_scaled=what_if.max_scaled, max_unscaled=what_if.max_unscaled,
+                                entropy_scaled=what_if.entropy_scaled, entropy_unscaled=what_if.entropy_unscaled))
+    found.append(N.search_notice(query=query, key=key_pos, best_head=head_name(best.layer, best.head),
+                                 best_weight=best.weight, tied=tied, total_heads=cfg.n_layers * cfg.n_heads,
+                                 label=md_tok))
+    found.append(N.cost_notice(n=n, pairs=A.causal_pairs(n), pairs_doubled=A.causal_pairs(2 * n),
+                               attention_ratio=doubled.attention / now.attention, linear_ratio=doubled.linear / now.linear,
+                               crossover=crossover))
+    if demo is not None:
+        s_far, g_far = demo.beyond(s_layer), demo.beyond(g_layer)
+        found += N.window_notices(
+            source=source, n=demo.n, window=demo.window, s_layer=s_layer, g_layer=g_layer,
+            s_beyond_max=float(s_far.max()), g_beyond_min=float(g_far.min()), g_beyond_max=float(g_far.max()),
+            first=md_labeler(long_tokens)(0), g_first=float(demo.last_row[g_layer][:, 0].max()),
+            outside_zero=bool(demo.outside_zero[s_layer]), outside_count=demo.outside_count[s_layer],
+            per_token=A.sliding_attention_per_token(cfg), linear_per_token=A.linear_macs_per_token(cfg))
+    page.notices(found)
+    page.try_this(try_examples())
+
+    # --- The math: a worked example with this head's numbers ------------------------------------
+    order = sorted(visible, key=lambda j: -float(weights[j]))[:3]
+    rows = "\n".join(
+        page.t("math_row", target=md_tok(j), raw=num(float(steps.raw[j])),
+               scaled=num(float(steps.scaled[j])), w=f"{float(weights[j]):.1%}")
+        for j in order)
+    denominator = float(steps.masked[: query + 1].double().exp().sum())
+
+
+    page.math(page.t("math_example_first" if query == 0 else "math_example", head=head_name(layer, head),
+                     query=md_tok(query), d=cfg.d_head,
+                     s=f"{steps.scale:g}", n=query + 1, denom=readable(denominator),
+                     e=readable(float(steps.scaled[order[0]].double().exp())), w=f"{float(weights[order[0]]):.1%}",
+                     target=md_tok(order[0])) + "\n\n" + page.t("math_table" if query >= 3 else "math_table_all")
+              + "\n" + rows)
+    page.code(Attention.forward, A.attention_steps)
+
+
+render()

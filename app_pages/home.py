@@ -1,20 +1,22 @@
 """Lesson 0, the big picture: the decoder loop, a live next-token demo on the shared
 prompt, and the card of the model that is running."""
 
-from ui import chart as go
 import streamlit as st
 import torch
 
+from course import i18n, nav, state, theme
+from course.cache import home as cache
+from course.figures import chart as go
+from course.i18n import big_number, join_list, t, with_paren
+from course.lesson import Lesson
+from course.notices import home as N
+from course.text import code_span, html_escape, md_escape
+from course.tokens import label, readable_texts
 from lesson_model.analysis.tokenization import finish_characters
 from lesson_model.decoder import Decoder
 from lesson_model.sampling import next_token_distribution
-from ui import i18n, nav, state, theme
-from ui.i18n import big_number, join_list, t, with_paren
-from ui.lesson import Lesson
-from ui.text import code_span, html_escape, md_escape
-from ui.tokens import label, readable_texts
 
-CAP = 256            # tokens of the prompt this page runs
+CAP = cache.CAP      # tokens of the prompt this page runs
 SHOWN_TOKENS = 48    # tokens listed under "tokens in" (the last ones: the model continues from there)
 MAX_COMPLETION = 3   # extra greedy tokens to finish a character split across byte tokens
 APPENDED = "_home_appended"   # session key: (prompt after an append, the ids appended)
@@ -23,13 +25,6 @@ APPENDED = "_home_appended"   # session key: (prompt after an append, the ids ap
 FORMAT_BITS = {"F32": 32, "F16": 16, "BF16": 16, "Q8_0": 8, "Q8_1": 8, "Q8_K": 8, "Q6_K": 6, "Q5_0": 5,
                "Q5_1": 5, "Q5_K": 5, "Q4_0": 4, "Q4_1": 4, "Q4_K": 4, "IQ4_NL": 4, "IQ4_XS": 4, "Q3_K": 3,
                "Q2_K": 2}
-
-page = Lesson("home")
-page.header()
-lm = page.model()
-cfg = lm.cfg
-spec = getattr(lm, "bundled", None)      # the registry entry of a bundled model (None for other checkpoints)
-
 
 # --- the loop diagram: an SVG laid out from the translated labels ------------------------------
 FONT = 22            # px in the picture's own units; it is drawn at most at its natural size
@@ -41,7 +36,7 @@ def text_width(line: str, size: float = FONT) -> float:
     return sum(size * (1.0 if "\u2e80" <= ch <= "\uffef" else 0.56) for ch in line)
 
 
-def loop_svg() -> tuple[str, int]:
+def loop_svg(page: Lesson, cfg) -> tuple[str, int]:
     """The decoder loop as an SVG picture, and its natural width.
 
     Top row: text -> tokens -> vectors -> [attention -> feed-forward] x n blocks; bottom
@@ -128,7 +123,7 @@ def loop_svg() -> tuple[str, int]:
 
 # --- the model card ------------------------------------------------------------------------------
 
-def param_figure(counts: dict[str, int]) -> go.Figure:
+def param_figure(page: Lesson, counts: dict[str, int]) -> go.Figure:
     kinds = [k for k in ("embedding", "attention", "mlp", "norms", "unembedding") if counts.get(k)]
     total = counts["total"]
     scale = 1e8 if i18n.is_cjk() else 1e6            # 億 / 亿 in Chinese, millions in English
@@ -151,7 +146,7 @@ def param_figure(counts: dict[str, int]) -> go.Figure:
     return fig
 
 
-def quantization_text() -> str:
+def quantization_text(page: Lesson, lm) -> str:
     """What the loaded weights really are, from lm.weight_formats / lm.embedding_format."""
     formats = getattr(lm, "weight_formats", None)
     embed = getattr(lm, "embedding_format", None)
@@ -173,8 +168,10 @@ def quantization_text() -> str:
     return i18n.join_sentences([text, page.t("card.quant_numbers")])
 
 
-def design_lines() -> list[str]:
+def design_lines(page: Lesson, lm) -> list[str]:
     """How this model is built, read from its config: the choices where decoders differ."""
+    cfg = lm.cfg
+    spec = getattr(lm, "bundled", None)      # the registry entry of a bundled model (None for other checkpoints)
     instruct = spec.instruct if spec is not None else lm.tokenizer.chat_template is not None
     lines = [page.t("card.design.instruct" if instruct else "card.design.base")]
     if cfg.n_kv_heads == 1:
@@ -210,23 +207,23 @@ def design_lines() -> list[str]:
 
 # --- the live demo --------------------------------------------------------------------------------
 
-def is_piece(token_id: int) -> bool:
+def is_piece(lm, token_id: int) -> bool:
     """True when the token is only part of a character's UTF-8 bytes (<E6 88> of 我)."""
     return lm.tokenizer.tokens([token_id])[0].is_partial
 
 
-def candidate_label(token_id: int) -> str:
+def candidate_label(lm, token_id: int) -> str:
     """A candidate's plain label; a byte piece ends in "…": its character is not finished."""
-    return label(lm.token_text(token_id)) + ("…" if is_piece(token_id) else "")
+    return label(lm.token_text(token_id)) + ("…" if is_piece(lm, token_id) else "")
 
 
-def candidate_axis(token_ids: list[int]) -> list[str]:
+def candidate_axis(lm, token_ids: list[int]) -> list[str]:
     """Escaped, unique category labels for the candidates chart."""
-    plain = [candidate_label(i) for i in token_ids]
+    plain = [candidate_label(lm, i) for i in token_ids]
     return [html_escape(with_paren(text, i) if plain.count(text) > 1 else text) for i, text in zip(token_ids, plain)]
 
 
-def candidates_figure(labels: list[str], probs: list[float]) -> go.Figure:
+def candidates_figure(page: Lesson, labels: list[str], probs: list[float]) -> go.Figure:
     fig = go.Figure(go.Bar(
         x=[p * 100 for p in probs], y=labels, orientation="h", marker_color=theme.OKABE_ITO[0],
         text=[f"{p:.1%}" for p in probs], textposition="outside", cliponaxis=False,
@@ -238,106 +235,111 @@ def candidates_figure(labels: list[str], probs: list[float]) -> go.Figure:
     return fig
 
 
-@state.detached      # held by its widget in the session: keep only the names it uses
-def append_token(ids: tuple[int, ...], token_id: int) -> None:
-    """Append the chosen token to the shared prompt; when it is only part of a character's
-    bytes, the model's own top choices finish the character (and the page says so)."""
-    seq = finish_characters(lm, list(ids), [token_id], MAX_COMPLETION)[token_id]
-    text = (state.prompt() + lm.decode(seq))[-state.PROMPT_MAX_CHARS:]
-    state.set_prompt(text)
-    st.session_state[APPENDED] = (text, tuple(seq))
+def render() -> None:
+    """The lesson, top to bottom: its variables live only while it runs (a widget's callback
+    keeps just the names it uses, never this run's tensors)."""
+    page = Lesson("home")
+    page.header()
+    lm = page.model()
+    cfg = lm.cfg
+    spec = getattr(lm, "bundled", None)      # the registry entry of a bundled model (None for other checkpoints)
+
+    def append_token(ids: tuple[int, ...], token_id: int) -> None:
+        """Append the chosen token to the shared prompt; when it is only part of a character's
+        bytes, the model's own top choices finish the character (and the page says so)."""
+        seq = finish_characters(lm, list(ids), [token_id], MAX_COMPLETION)[token_id]
+        text = (state.prompt() + lm.decode(seq))[-state.PROMPT_MAX_CHARS:]
+        state.set_prompt(text)
+        st.session_state[APPENDED] = (text, tuple(seq))
+
+    # --- 0. who it is for, and where to start ----------------------------------------------------------
+    with st.container(border=True, key="home_start"):
+        page.prose("start")
+        first = nav.PAGES[1]
+        st.page_link(nav.page_file(first), label=f"**{page.t('start_link', title=t(f'nav.{first}'))}**",
+                     icon=":material/arrow_forward:", icon_position="right")
+
+    # --- 1. the loop -------------------------------------------------------------------------
+    st.subheader(page.t("loop_title"), anchor=False)
+    page.prose("loop")
+    svg, natural_width = loop_svg(page, cfg)
+    st.image(svg, width=natural_width)
+    st.caption(page.t("links_caption"))
+    number = 0
+    sections = nav.SECTIONS[1:]
+    for row in range(0, len(sections), 2):      # two sections a row: the titles stay on one line at 1024 px
+        for col, (section, pages) in zip(st.columns(2), sections[row:row + 2]):
+            col.markdown(f"**{t(f'nav.section.{section}')}**")
+            for lesson, icon in pages:
+                number += 1
+                col.page_link(nav.page_file(lesson), label=f"{number}. {t(f'nav.{lesson}')}", icon=icon,
+                              help=t(f"about.{lesson}"))
+
+    # --- 2. the model card --------------------------------------------------------------------
+    st.subheader(page.t("card.title", name=md_escape(lm.name)), anchor=False)
+    page.prose("card")
+    counts = lm.param_counts()
+    facts = [
+        ("layers", cfg.n_layers), ("heads", cfg.n_heads), ("kv_heads", cfg.n_kv_heads),
+        ("d_model", cfg.d_model), ("d_head", cfg.d_head), ("d_ff", cfg.d_ff), ("vocab", cfg.vocab_size),
+    ]
+    for row in (facts[:4], facts[4:]):     # two rows: seven metrics side by side cut 262,144 at 1024 px
+        for col, (fact, value) in zip(st.columns(4), row):
+            col.metric(page.t(f"card.{fact}"), f"{value:,}", help=page.t(f"card.{fact}_help"))
+    st.markdown(page.t("card.design_title") + "\n\n" + "\n".join(f"- {line}" for line in design_lines(page, lm)))
+    theme.plot(param_figure(page, counts), key="param_chart", height=theme.presenter_height(250), title_width=70)
+    st.markdown(quantization_text(page, lm))
+    if spec is not None:
+        st.markdown(page.t("card.licence", licence=spec.licence))   # the registry's own line
+
+    # --- 3. live demo -------------------------------------------------------------------------
+    st.subheader(page.t("demo.title"), anchor=False)
+    page.prose("demo")
+    tokens = page.tokens(lm, cap=CAP)
+    ids = tuple(tok.id for tok in tokens)
+    figure_area, controls = page.columns()
+    with controls:
+        top_n = state.url_int("top", page.t("demo.top_label"), 3, 20, 10, help=page.t("demo.top_help"))
+    run = cache.lesson_run(lm, tokens)
+    probs = next_token_distribution(run.last_logits)
+    top = torch.topk(probs, top_n)
+    top_ids = [int(i) for i in top.indices]
+    top_probs = [float(p) for p in top.values]
+    readable = readable_texts(tokens)
+    with figure_area:
+        appended = st.session_state.get(APPENDED)
+        if appended and appended[0] == state.prompt() and len(appended[1]) > 1:
+            pieces = [lm.token_text(i) for i in appended[1]]
+            st.info(page.t("demo.appended_piece", char=code_span(label(lm.decode(list(appended[1])))),
+                           first=code_span(pieces[0]), rest=" + ".join(code_span(p) for p in pieces[1:]),
+                           n=len(pieces)), icon=":material/merge:")
+        shown = " ".join(code_span(label(text)) for text in readable[-SHOWN_TOKENS:])
+        lead = page.t("demo.earlier", n=len(tokens) - SHOWN_TOKENS) + " " if len(tokens) > SHOWN_TOKENS else ""
+        st.markdown(page.t("demo.tokens_in", n=len(tokens)) + "\n\n" + lead + shown)
+        theme.plot(candidates_figure(page, candidate_axis(lm, top_ids), top_probs),
+                   key="candidates_chart", height=120 + 34 * top_n, title_width=50)
+        if any(is_piece(lm, i) for i in top_ids):
+            st.caption(page.t("demo.piece_caption"))
+    with controls:
+        st.markdown(page.t("demo.append_label"))
+        for rank, (token_id, p) in enumerate(zip(top_ids, top_probs)):
+            st.button(f"{md_escape(candidate_label(lm, token_id))}  ({p:.0%})", key=f"append_{rank}",
+                      on_click=append_token, args=(ids, token_id), width="stretch", icon=":material/add:",
+                      help=page.t("demo.append_piece_help") if is_piece(lm, token_id) else None)
+
+    entropy_bits = float(-(probs[probs > 0] * probs[probs > 0].log2()).sum())
+    page.notices(N.demo_notices(chars=len(state.prompt()), n_all=len(lm.encode(state.prompt())),
+                                top_token=code_span(candidate_label(lm, top_ids[0])),
+                                top_is_piece=is_piece(lm, top_ids[0]), top_p=top_probs[0], top_n=top_n,
+                                covered=sum(top_probs), vocab=cfg.vocab_size, n_tokens=len(tokens),
+                                layers=cfg.n_layers, entropy_bits=entropy_bits))
+    page.try_this()
+
+    z = run.last_logits[top_ids[:3]].tolist()
+    page.math(page.t("math_example", z1=f"{z[0]:.2f}", z2=f"{z[1]:.2f}", z3=f"{z[2]:.2f}",
+                     p1=f"{top_probs[0]:.1%}", p2=f"{top_probs[1]:.1%}", p3=f"{top_probs[2]:.1%}",
+                     vocab=f"{cfg.vocab_size:,}", emb=f"{counts['embedding']:,}", d_model=cfg.d_model))
+    page.code(Decoder.forward, next_token_distribution, finish_characters)
 
 
-# --- 0. who it is for, and where to start ----------------------------------------------------------
-with st.container(border=True, key="home_start"):
-    page.prose("start")
-    first = nav.PAGES[1]
-    st.page_link(nav.page_file(first), label=f"**{page.t('start_link', title=t(f'nav.{first}'))}**",
-                 icon=":material/arrow_forward:", icon_position="right")
-
-# --- 1. the loop -------------------------------------------------------------------------
-st.subheader(page.t("loop_title"), anchor=False)
-page.prose("loop")
-svg, natural_width = loop_svg()
-st.image(svg, width=natural_width)
-st.caption(page.t("links_caption"))
-number = 0
-sections = nav.SECTIONS[1:]
-for row in range(0, len(sections), 2):      # two sections a row: the titles stay on one line at 1024 px
-    for col, (section, pages) in zip(st.columns(2), sections[row:row + 2]):
-        col.markdown(f"**{t(f'nav.section.{section}')}**")
-        for lesson, icon in pages:
-            number += 1
-            col.page_link(nav.page_file(lesson), label=f"{number}. {t(f'nav.{lesson}')}", icon=icon,
-                          help=t(f"about.{lesson}"))
-
-# --- 2. the model card --------------------------------------------------------------------
-st.subheader(page.t("card.title", name=md_escape(lm.name)), anchor=False)
-page.prose("card")
-counts = lm.param_counts()
-facts = [
-    ("layers", cfg.n_layers), ("heads", cfg.n_heads), ("kv_heads", cfg.n_kv_heads),
-    ("d_model", cfg.d_model), ("d_head", cfg.d_head), ("d_ff", cfg.d_ff), ("vocab", cfg.vocab_size),
-]
-for row in (facts[:4], facts[4:]):     # two rows: seven metrics side by side cut 262,144 at 1024 px
-    for col, (fact, value) in zip(st.columns(4), row):
-        col.metric(page.t(f"card.{fact}"), f"{value:,}", help=page.t(f"card.{fact}_help"))
-st.markdown(page.t("card.design_title") + "\n\n" + "\n".join(f"- {line}" for line in design_lines()))
-theme.plot(param_figure(counts), key="param_chart", height=theme.presenter_height(250), title_width=70)
-st.markdown(quantization_text())
-if spec is not None:
-    st.markdown(page.t("card.licence", licence=spec.licence))   # the registry's own line
-
-# --- 3. live demo -------------------------------------------------------------------------
-st.subheader(page.t("demo.title"), anchor=False)
-page.prose("demo")
-tokens = page.tokens(lm, cap=CAP)
-ids = tuple(tok.id for tok in tokens)
-figure_area, controls = page.columns()
-with controls:
-    top_n = state.url_int("top", page.t("demo.top_label"), 3, 20, 10, help=page.t("demo.top_help"))
-run = page.run(lm, ids)
-probs = next_token_distribution(run.last_logits)
-top = torch.topk(probs, top_n)
-top_ids = [int(i) for i in top.indices]
-top_probs = [float(p) for p in top.values]
-readable = readable_texts(tokens)
-with figure_area:
-    appended = st.session_state.get(APPENDED)
-    if appended and appended[0] == state.prompt() and len(appended[1]) > 1:
-        pieces = [lm.token_text(i) for i in appended[1]]
-        st.info(page.t("demo.appended_piece", char=code_span(label(lm.decode(list(appended[1])))),
-                       first=code_span(pieces[0]), rest=" + ".join(code_span(p) for p in pieces[1:]),
-                       n=len(pieces)), icon=":material/merge:")
-    shown = " ".join(code_span(label(text)) for text in readable[-SHOWN_TOKENS:])
-    lead = page.t("demo.earlier", n=len(tokens) - SHOWN_TOKENS) + " " if len(tokens) > SHOWN_TOKENS else ""
-    st.markdown(page.t("demo.tokens_in", n=len(tokens)) + "\n\n" + lead + shown)
-    theme.plot(candidates_figure(candidate_axis(top_ids), top_probs),
-               key="candidates_chart", height=120 + 34 * top_n, title_width=50)
-    if any(is_piece(i) for i in top_ids):
-        st.caption(page.t("demo.piece_caption"))
-with controls:
-    st.markdown(page.t("demo.append_label"))
-    for rank, (token_id, p) in enumerate(zip(top_ids, top_probs)):
-        st.button(f"{md_escape(candidate_label(token_id))}  ({p:.0%})", key=f"append_{rank}",
-                  on_click=append_token, args=(ids, token_id), width="stretch", icon=":material/add:",
-                  help=page.t("demo.append_piece_help") if is_piece(token_id) else None)
-
-entropy_bits = float(-(probs[probs > 0] * probs[probs > 0].log2()).sum())
-n_all = len(lm.encode(state.prompt()))
-first_top = code_span(candidate_label(top_ids[0]))
-notes = [page.t("notice.tokens", chars=f"{len(state.prompt()):,}", n=f"{n_all:,}")]
-notes.append(page.t("notice.top_piece" if is_piece(top_ids[0]) else "notice.top", token=first_top,
-                    p=f"{top_probs[0]:.0%}"))
-notes.append(page.t("notice.cover", k=top_n, p=f"{sum(top_probs):.0%}", rest=f"{cfg.vocab_size - top_n:,}"))
-notes.append(page.t("notice.positions" if len(tokens) > 1 else "notice.positions_one", n=len(tokens),
-                    layers=cfg.n_layers, vocab=f"{cfg.vocab_size:,}"))
-notes.append(page.t("notice.entropy", bits=f"{entropy_bits:.1f}"))
-page.notice(notes)
-page.try_this()
-
-z = run.last_logits[top_ids[:3]].tolist()
-page.math(page.t("math_example", z1=f"{z[0]:.2f}", z2=f"{z[1]:.2f}", z3=f"{z[2]:.2f}",
-                 p1=f"{top_probs[0]:.1%}", p2=f"{top_probs[1]:.1%}", p3=f"{top_probs[2]:.1%}",
-                 vocab=f"{cfg.vocab_size:,}", emb=f"{counts['embedding']:,}", d_model=cfg.d_model))
-page.code(Decoder.forward, next_token_distribution, finish_characters)
+render()

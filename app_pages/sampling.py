@@ -5,251 +5,183 @@ import pandas as pd
 import streamlit as st
 import torch
 
+from course import controls, state, theme
+from course.cache import sampling as cache
+from course.figures import sampling as F
+from course.i18n import current_lang, with_paren
+from course.lesson import Lesson
+from course.notices import sampling as N
+from course.text import html_escape, num
+from course.tokens import axis_labels, md_label, next_token_texts, readable_texts
 from lesson_model import sampling as S
 from lesson_model.analysis import sampling_demo as sd
-from ui import state, theme
-from ui import figures_sampling as F
-from ui.i18n import current_lang, join_list, join_sentences, with_paren
-from ui.lesson import Lesson
-from ui.model import model_tag
-from ui.text import html_escape, num
-from ui.tokens import axis_labels, md_label, readable_texts
 
-CAP = 256              # tokens of the prompt this page runs (the last ones, when the prompt is longer)
+CAP = cache.CAP        # tokens of the prompt this page runs (the last ones, when the prompt is longer)
 TOP_SHOWN = 12         # candidates in the logit / probability bars
 SETTING_SHOWN = 15     # candidates in the before/after chart
 CURVE_SHOWN = 40       # ranks on the cumulative curve
 CURVE_TOKENS = 4       # real tokens followed across temperatures
 N_MAX = 10000          # draws in the sampling experiment
-TRY_TOP_P, TRY_TOP_K = 0.9, 40     # the settings the Try-this lines quote
-# What each Try-this line claims (checked on the model's run before its "why" is shown), per model:
-# the catalogs' try.<n> (and <tag>.try.<n>) make the same point in every language.
-TRY_POINTS = {1: "confident", 2: "open", 3: "space", 4: "spread", 5: "pieces"}
-TRY_POINTS_BY_MODEL = {"gemma": {**TRY_POINTS, 5: "whole"}}     # Gemma reads Chinese characters whole
-
-page = Lesson("sampling")
-page.header()
-lm = page.model()
-cfg = lm.cfg
-tokens = page.tokens(lm, cap=CAP)
-cut = len(lm.encode(state.prompt())) > len(tokens)     # Lesson.tokens kept the last CAP tokens
-run = page.run(lm, tokens, names=sd.final_vector_hook_names())
-logits = run.last_logits.float()                       # [vocab]
-probs = logits.softmax(-1)                             # [vocab], temperature 1
-last = md_label(readable_texts(tokens)[-1])
+pct = N.pct
 
 
-def pct(p: float) -> str:
-    return f"{p:.1%}" if p >= 0.001 else f"{p * 100:.2g}%" if p > 0 else "0%"
+def render() -> None:
+    """The lesson, top to bottom: its variables live only while it runs."""
+    page = Lesson("sampling")
+    page.header()
+    lm = page.model()
+    cfg = lm.cfg
+    tokens = page.tokens(lm, cap=CAP)
+    cut = len(lm.encode(state.prompt())) > len(tokens)     # Lesson.tokens kept the last CAP tokens
+    run = cache.lesson_run(lm, tokens)
+    logits = run.last_logits.float()                       # [vocab]
+    probs = logits.softmax(-1)                             # [vocab], temperature 1
+    last = md_label(readable_texts(tokens)[-1])
 
 
-def texts(ids) -> list[str]:
-    """Candidate ids as the token after the prompt: a byte piece that completes the prompt's last
-    character reads as that character (我²)."""
-    return F.next_token_texts(lm, tokens, [int(i) for i in ids])
+    def texts(ids) -> list[str]:
+        """Candidate ids as the token after the prompt: a byte piece that completes the prompt's last
+        character reads as that character (我²)."""
+        return next_token_texts(lm, tokens, [int(i) for i in ids])
 
 
-def md_tok(i: int) -> str:
-    return md_label(texts([i])[0])
+    def md_tok(i: int) -> str:
+        return md_label(texts([i])[0])
 
 
-# --- 1. the last vector -> logits -> probabilities --------------------------------------------
-st.subheader(page.t("last_title"), anchor=False)
-page.prose("last")
-vector = sd.final_vector(lm, run)                     # [d_model]
-m = st.columns(4)
-m[0].metric(page.t("metric.positions"), f"{len(tokens):,}", help=page.t("metric.positions_help"))
-m[1].metric(page.t("metric.vector"), f"{cfg.d_model:,}", help=page.t("metric.vector_help"))
-m[2].metric(page.t("metric.logits"), f"{cfg.vocab_size:,}", help=page.t("metric.logits_help"))
-m[3].metric(page.t("metric.sum"), f"{float(probs.double().sum()):.4f}", help=page.t("metric.sum_help", vocab=f"{cfg.vocab_size:,}"))
-theme.plot(F.vector_strip_figure(page.t, vector.tolist(), cfg.d_model), key="vector_chart", height=200)
-top = torch.topk(probs, TOP_SHOWN)
-top_ids = [int(i) for i in top.indices]
-top_labels = axis_labels(texts(top_ids))
-theme.plot(F.top_candidates_figure(page.t, top_labels, [float(logits[i]) for i in top_ids], top.values.tolist()),
-           key="top_chart", height=470)
-edges, counts = sd.logit_histogram(logits)
-marks = [(float(logits[top_ids[0]]), top_labels[0]), (float(logits.median()), page.t("hist.median"))]
-theme.plot(F.logit_histogram_figure(page.t, edges.tolist(), counts.tolist(), marks, cfg.vocab_size),
-           key="logit_hist", height=360)
+    # --- 1. the last vector -> logits -> probabilities --------------------------------------------
+    st.subheader(page.t("last_title"), anchor=False)
+    page.prose("last")
+    vector = sd.final_vector(lm, run)                     # [d_model]
+    m = st.columns(4)
+    m[0].metric(page.t("metric.positions"), f"{len(tokens):,}", help=page.t("metric.positions_help"))
+    m[1].metric(page.t("metric.vector"), f"{cfg.d_model:,}", help=page.t("metric.vector_help"))
+    m[2].metric(page.t("metric.logits"), f"{cfg.vocab_size:,}", help=page.t("metric.logits_help"))
+    m[3].metric(page.t("metric.sum"), f"{float(probs.double().sum()):.4f}", help=page.t("metric.sum_help", vocab=f"{cfg.vocab_size:,}"))
+    theme.plot(F.vector_strip_figure(page.t, vector.tolist(), cfg.d_model), key="vector_chart", height=200)
+    top = torch.topk(probs, TOP_SHOWN)
+    top_ids = [int(i) for i in top.indices]
+    top_labels = axis_labels(texts(top_ids))
+    theme.plot(F.top_candidates_figure(page.t, top_labels, [float(logits[i]) for i in top_ids], top.values.tolist()),
+               key="top_chart", height=470)
+    edges, counts = sd.logit_histogram(logits)
+    marks = [(float(logits[top_ids[0]]), top_labels[0]), (float(logits.median()), page.t("hist.median"))]
+    theme.plot(F.logit_histogram_figure(page.t, edges.tolist(), counts.tolist(), marks, cfg.vocab_size),
+               key="logit_hist", height=360)
 
-# --- 2. temperature, top-k, top-p ---------------------------------------------------------------
-st.subheader(page.t("settings_title"), anchor=False)
-page.prose("settings")
-slots = st.columns(3)
-settings = F.settings_controls([*slots, st], with_seed=False)
-if settings.greedy:
-    st.info(page.t("settings.greedy_note"), icon=":material/trending_up:")
-view = sd.distribution_view(logits, n=max(SETTING_SHOWN, CURVE_SHOWN), **settings.kwargs())
-m = st.columns(3)
-m[0].metric(page.t("metric.kept"), f"{view.n_kept:,}", help=page.t("metric.kept_help", vocab=f"{cfg.vocab_size:,}"))
-m[1].metric(page.t("metric.entropy"), page.t("metric.bits", v=num(view.entropy_final)),
-            delta=num(view.entropy_final - view.entropy_model, "+.2f"), delta_color="off",
-            help=page.t("metric.entropy_help", v=num(view.entropy_model)))
-m[2].metric(page.t("metric.kept_mass"), pct(view.kept_model_mass), help=page.t("metric.kept_mass_help"))
-view_labels = axis_labels(texts(view.ids))
-n = SETTING_SHOWN
-theme.plot(F.before_after_figure(page.t, view_labels[:n], view.p_model[:n].tolist(), view.p_final[:n].tolist(),
-                                 view.kept[:n].tolist()), key="before_after", height=170 + 34 * n)
-theme.plot(F.cumulative_figure(page.t, view_labels[:CURVE_SHOWN], view.cumulative[:CURVE_SHOWN].tolist(),
-                               settings.top_p, view.n_kept, settings.top_p < 1 and not settings.greedy),
-           key="cumulative", height=380)
-if view.n_kept > CURVE_SHOWN:
-    st.caption(page.t("cum.beyond", n=f"{view.n_kept:,}", shown=CURVE_SHOWN))
-
-# --- 3. the four-candidate example ------------------------------------------------------------
-st.subheader(page.t("four_title"), anchor=False)
-page.prose("four")
-names = [page.t(f"four.{w}") for w, _ in sd.FOUR_CANDIDATES]
-toy_logits = [v for _, v in sd.FOUR_CANDIDATES]
-table = sd.temperature_table()
-sweep = sd.temperature_sweep(logits)
-toy_names = [with_paren(name, f"{v:g}") for name, v in zip(names, toy_logits)]
-st.markdown(page.t("four.toy_caption"))
-rows = [{page.t("four.col_t"): page.t("four.greedy") if r.temperature == 0 else f"{r.temperature:g}",
-         **{name: f"{p:.1%}" for name, p in zip(toy_names, r.probs)},
-         page.t("four.col_entropy"): num(r.entropy_bits)} for r in table]
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="four_table")
-st.markdown(page.t("four.real_caption", token=last))
-rows = [{page.t("four.col_t"): page.t("four.greedy") if r.temperature == 0 else f"{r.temperature:g}",
-         page.t("four.col_top"): pct(r.top_prob), page.t("four.col_entropy"): num(r.entropy_bits),
-         page.t("four.col_90"): f"{r.tokens_for_90:,}"} for r in sweep]
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="real_table")
-temps = torch.logspace(-1, 0.7, 60).tolist()           # 0.1 .. 5
-toy_series = {name: [] for name in toy_names}
-real_ids = top_ids[:CURVE_TOKENS]
-real_series = {lab: [] for lab in top_labels[:CURVE_TOKENS]}     # axis labels: escaped and unique
-for temp in temps:
-    for key, p in zip(toy_series, S.next_token_distribution(torch.tensor(toy_logits), temp).tolist()):
-        toy_series[key].append(p)
-    dist = S.next_token_distribution(logits, temp)
-    for key, i in zip(real_series, real_ids):
-        real_series[key].append(float(dist[i]))
-left, right = st.columns(2, gap="medium")        # side by side; stacked on a phone
-with left:
-    theme.plot(F.temperature_curves_figure(page.t, page.t("curves.toy"), temps, toy_series, sd.FOUR_TEMPERATURES),
-               key="temperature_curves", height=420)
-with right:
-    theme.plot(F.temperature_curves_figure(page.t, page.t("curves.real"), temps, real_series, sd.FOUR_TEMPERATURES),
-               key="temperature_curves_real", height=420)
-
-# --- 4. sample many times ----------------------------------------------------------------------
-st.subheader(page.t("samples_title"), anchor=False)
-page.prose("samples")
-slots = st.columns(3)
-n_draws = state.url_int("samples", page.t("samples.n"), 1, N_MAX, 200, widget="number",
-                        help=page.t("samples.n_help"), container=slots[0])
-seed = F.seed_control(slots[1])
-slots[2].caption(page.t("samples.using", settings=settings.describe(with_seed=False)))
-p_final = S.next_token_distribution(logits, **settings.kwargs())        # [vocab]
-hist = sd.sample_histogram(p_final, n_draws, seed)
-h_labels = axis_labels(texts(hist.ids)) + [html_escape(page.t("samples.other"))]
-h_probs = hist.probs + [hist.other_prob]
-h_freqs = [c / n_draws for c in hist.counts] + [hist.other_count / n_draws]
-if hist.other_prob < 1e-6 and hist.other_count == 0:
-    h_labels, h_probs, h_freqs = h_labels[:-1], h_probs[:-1], h_freqs[:-1]
-theme.plot(F.samples_figure(page.t, h_labels, h_probs, h_freqs, n_draws), key="samples_chart", height=440)
-m = st.columns(3)
-m[0].metric(page.t("samples.distinct"), f"{hist.distinct:,}")
-m[1].metric(page.t("samples.tv"), f"{hist.total_variation:.3f}", help=page.t("samples.tv_help"))
-
-
-# --- what to notice ------------------------------------------------------------------------------
-def last_notice() -> str:
-    best, second = top_ids[0], top_ids[1]
-    fields = dict(n=len(tokens), token=last, best=md_tok(best), p=pct(float(probs[best])),
-                  logit=num(logits[best]), second=md_tok(second), p2=pct(float(probs[second])),
-                  gap=num(logits[best] - logits[second]))
-    key = "notice.last_cut" if cut else "notice.last_one" if len(tokens) == 1 else "notice.last"
-    return page.t(key, **fields)
-
-
-def settings_notice() -> str:
-    best = md_tok(top_ids[0])
+    # --- 2. temperature, top-k, top-p ---------------------------------------------------------------
+    st.subheader(page.t("settings_title"), anchor=False)
+    page.prose("settings")
+    slots = st.columns(3)
+    settings = controls.settings_controls([*slots, st], with_seed=False)
     if settings.greedy:
-        return page.t("notice.greedy", best=best)
-    if settings.untouched:
-        fair = 2 ** view.entropy_model
-        if fair < 1.5:
-            return page.t("notice.untouched_certain", h=num(view.entropy_model), vocab=f"{cfg.vocab_size:,}", best=best)
-        return page.t("notice.untouched", h=num(view.entropy_model), bits=f"{fair:,.0f}", vocab=f"{cfg.vocab_size:,}")
-    fields = dict(settings=settings.describe(with_seed=False), n=f"{view.n_kept:,}", mass=pct(view.kept_model_mass),
-                  h0=num(view.entropy_model), h1=num(view.entropy_final), best=best, p=pct(float(view.p_final[0])))
-    return page.t("notice.settings_one" if view.n_kept == 1 else "notice.settings", **fields)
+        st.info(page.t("settings.greedy_note"), icon=":material/trending_up:")
+    view = sd.distribution_view(logits, n=max(SETTING_SHOWN, CURVE_SHOWN), **settings.kwargs())
+    m = st.columns(3)
+    m[0].metric(page.t("metric.kept"), f"{view.n_kept:,}", help=page.t("metric.kept_help", vocab=f"{cfg.vocab_size:,}"))
+    m[1].metric(page.t("metric.entropy"), page.t("metric.bits", v=num(view.entropy_final)),
+                delta=num(view.entropy_final - view.entropy_model, "+.2f"), delta_color="off",
+                help=page.t("metric.entropy_help", v=num(view.entropy_model)))
+    m[2].metric(page.t("metric.kept_mass"), pct(view.kept_model_mass), help=page.t("metric.kept_mass_help"))
+    view_labels = axis_labels(texts(view.ids))
+    n = SETTING_SHOWN
+    theme.plot(F.before_after_figure(page.t, view_labels[:n], view.p_model[:n].tolist(), view.p_final[:n].tolist(),
+                                     view.kept[:n].tolist()), key="before_after", height=170 + 34 * n)
+    theme.plot(F.cumulative_figure(page.t, view_labels[:CURVE_SHOWN], view.cumulative[:CURVE_SHOWN].tolist(),
+                                   settings.top_p, view.n_kept, settings.top_p < 1 and not settings.greedy),
+               key="cumulative", height=380)
+    if view.n_kept > CURVE_SHOWN:
+        st.caption(page.t("cum.beyond", n=f"{view.n_kept:,}", shown=CURVE_SHOWN))
+
+    # --- 3. the four-candidate example ------------------------------------------------------------
+    st.subheader(page.t("four_title"), anchor=False)
+    page.prose("four")
+    names = [page.t(f"four.{w}") for w, _ in sd.FOUR_CANDIDATES]
+    toy_logits = [v for _, v in sd.FOUR_CANDIDATES]
+    table = sd.temperature_table()
+    sweep = sd.temperature_sweep(logits)
+    toy_names = [with_paren(name, f"{v:g}") for name, v in zip(names, toy_logits)]
+    st.markdown(page.t("four.toy_caption"))
+    rows = [{page.t("four.col_t"): page.t("four.greedy") if r.temperature == 0 else f"{r.temperature:g}",
+             **{name: f"{p:.1%}" for name, p in zip(toy_names, r.probs)},
+             page.t("four.col_entropy"): num(r.entropy_bits)} for r in table]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="four_table")
+    st.markdown(page.t("four.real_caption", token=last))
+    rows = [{page.t("four.col_t"): page.t("four.greedy") if r.temperature == 0 else f"{r.temperature:g}",
+             page.t("four.col_top"): pct(r.top_prob), page.t("four.col_entropy"): num(r.entropy_bits),
+             page.t("four.col_90"): f"{r.tokens_for_90:,}"} for r in sweep]
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="real_table")
+    temps = torch.logspace(-1, 0.7, 60).tolist()           # 0.1 .. 5
+    toy_series = {name: [] for name in toy_names}
+    real_ids = top_ids[:CURVE_TOKENS]
+    real_series = {lab: [] for lab in top_labels[:CURVE_TOKENS]}     # axis labels: escaped and unique
+    for temp in temps:
+        for key, p in zip(toy_series, S.next_token_distribution(torch.tensor(toy_logits), temp).tolist()):
+            toy_series[key].append(p)
+        dist = S.next_token_distribution(logits, temp)
+        for key, i in zip(real_series, real_ids):
+            real_series[key].append(float(dist[i]))
+    left, right = st.columns(2, gap="medium")        # side by side; stacked on a phone
+    with left:
+        theme.plot(F.temperature_curves_figure(page.t, page.t("curves.toy"), temps, toy_series, sd.FOUR_TEMPERATURES),
+                   key="temperature_curves", height=420)
+    with right:
+        theme.plot(F.temperature_curves_figure(page.t, page.t("curves.real"), temps, real_series, sd.FOUR_TEMPERATURES),
+                   key="temperature_curves_real", height=420)
+
+    # --- 4. sample many times ----------------------------------------------------------------------
+    st.subheader(page.t("samples_title"), anchor=False)
+    page.prose("samples")
+    slots = st.columns(3)
+    n_draws = state.url_int("samples", page.t("samples.n"), 1, N_MAX, 200, widget="number",
+                            help=page.t("samples.n_help"), container=slots[0])
+    seed = controls.seed_control(slots[1])
+    slots[2].caption(page.t("samples.using", settings=settings.describe(with_seed=False)))
+    p_final = S.next_token_distribution(logits, **settings.kwargs())        # [vocab]
+    hist = sd.sample_histogram(p_final, n_draws, seed)
+    h_labels = axis_labels(texts(hist.ids)) + [html_escape(page.t("samples.other"))]
+    h_probs = hist.probs + [hist.other_prob]
+    h_freqs = [c / n_draws for c in hist.counts] + [hist.other_count / n_draws]
+    if hist.other_prob < 1e-6 and hist.other_count == 0:
+        h_labels, h_probs, h_freqs = h_labels[:-1], h_probs[:-1], h_freqs[:-1]
+    theme.plot(F.samples_figure(page.t, h_labels, h_probs, h_freqs, n_draws), key="samples_chart", height=440)
+    m = st.columns(3)
+    m[0].metric(page.t("samples.distinct"), f"{hist.distinct:,}")
+    m[1].metric(page.t("samples.tv"), f"{hist.total_variation:.3f}", help=page.t("samples.tv_help"))
+
+    # --- what to notice ------------------------------------------------------------------------------
+    best, second = top_ids[0], top_ids[1]
+    found = [
+        N.last_notice(n=len(tokens), cut=cut, token=last, best=md_tok(best), second=md_tok(second),
+                      p_best=float(probs[best]), p_second=float(probs[second]), logit_best=float(logits[best]),
+                      gap=float(logits[best] - logits[second])),
+        N.spread_notice(lo=float(logits.min()), hi=float(logits.max()), median=float(logits.median()),
+                        top10=float(top.values[:10].sum()), vocab=cfg.vocab_size),
+        N.settings_notice(greedy=settings.greedy, untouched=settings.untouched, best=md_tok(best),
+                          settings=settings.describe(with_seed=False), vocab=cfg.vocab_size,
+                          entropy_model=view.entropy_model, entropy_final=view.entropy_final, n_kept=view.n_kept,
+                          kept_mass=view.kept_model_mass, p_top=float(view.p_final[0])),
+        N.temperature_notice(cold=sweep[1], hot=sweep[3], p=float(probs[best]), best=md_tok(best)),
+        *N.samples_notices(ids=hist.ids, probs=hist.probs, counts=hist.counts, other_prob=hist.other_prob,
+                           distinct=hist.distinct, total_variation=hist.total_variation, n_draws=n_draws, seed=seed,
+                           label=md_tok),
+    ]
+    page.notices(found)
+
+    # --- try this: each line checked on a run of the model on its own prompt ----------------------
+    page.try_this(cache.try_lines(lm, current_lang()))
+
+    # --- the math ----------------------------------------------------------------------------------
+    t1 = table[2]
+    l1, l2 = float(logits[top_ids[0]]), float(logits[second])
+    page.math(page.t("math_example", e3=f"{torch.tensor(3.0).exp():.2f}", e2=f"{torch.tensor(2.0).exp():.2f}",
+                     e1=f"{torch.tensor(1.0).exp():.2f}", total=f"{sum(torch.tensor(toy_logits).exp().tolist()):.2f}",
+                     p_good=f"{t1.probs[0]:.3f}", p_good_half=f"{table[1].probs[0]:.3f}", p_good_two=f"{table[3].probs[0]:.3f}",
+                     best=md_tok(top_ids[0]), second=md_tok(second),
+                     l1=num(l1), l2=num(l2), diff=num(l1 - l2), ratio=f"{float(torch.tensor(l1 - l2).exp()):.2f}",
+                     p1=f"{float(probs[top_ids[0]]):.4f}", p2=f"{float(probs[second]):.4f}",
+                     ratio_check=f"{float(probs[top_ids[0]] / probs[second]):.2f}", others=f"{cfg.vocab_size - 2:,}"))
+    page.code(S.warp_logits, S.next_token_distribution, S.sample, sd.distribution_view)
 
 
-def samples_notice() -> str:
-    counts = dict(zip(hist.ids, hist.counts))
-    fields = dict(n=f"{n_draws:,}", seed=seed, tv=f"{hist.total_variation:.3f}", distinct=f"{hist.distinct:,}")
-    if n_draws == 1:
-        drawn = next((i for i, c in counts.items() if c), None)
-        if drawn is None:       # drawn from the long tail, beyond the tokens listed
-            return page.t("notice.samples_one_tail", seed=seed, p=pct(hist.other_prob))
-        return page.t("notice.samples_one", seed=seed, token=md_tok(drawn), p=pct(float(p_final[drawn])))
-    best = hist.ids[0]
-    parts = [page.t("notice.samples_all" if counts[best] == n_draws else "notice.samples", token=md_tok(best),
-                    c=f"{counts[best]:,}", f=pct(counts[best] / n_draws), p=pct(hist.probs[0]), **fields)]
-    if hist.distinct > 1:
-        parts.append(page.t("notice.samples_distinct", **fields))
-        parts.append(page.t("notice.samples_more"))
-    return join_sentences(parts)
-
-
-notice = [last_notice(),
-          page.t("notice.spread", lo=num(logits.min(), ".1f"), hi=num(logits.max(), ".1f"),
-                 median=num(logits.median(), ".1f"), share=pct(float(top.values[:10].sum())),
-                 rest=f"{cfg.vocab_size - 10:,}"),
-          settings_notice()]
-cold, hot = sweep[1], sweep[3]
-notice.append(page.t("notice.temperature", t1=f"{cold.temperature:g}", p1=pct(cold.top_prob),
-                     t2=f"{hot.temperature:g}", p2=pct(hot.top_prob), n1=f"{cold.tokens_for_90:,}",
-                     n2=f"{hot.tokens_for_90:,}", p=pct(float(probs[top_ids[0]])), best=md_tok(top_ids[0])))
-if hist.ids:
-    notice.append(samples_notice())
-page.notice(notice)
-
-
-# --- try this: each line checked on a run of the model on its own prompt ----------------------
-@st.cache_data(max_entries=64, show_spinner=False)   # the same for every visitor: once per model and language
-def try_line(model_name: str, lang: str, n: int, prompt: str) -> str:
-    """Example n's line: its point (try.<n>.why, placeholder-free, also shown on an empty prompt)
-    and this model's numbers on that prompt, only when the numbers support the point; else a
-    plain account of the numbers."""
-    example = lm.tokenize(prompt)[-CAP:]
-    f = sd.prompt_facts(page.run(lm, example).last_logits, top_p=TRY_TOP_P, top_k=TRY_TOP_K)
-    cands = F.next_token_texts(lm, example, f.top_ids)
-    pieces = [c for c, tok in zip(cands, lm.tokenizer.tokens(f.top_ids)) if tok.is_partial]
-    fields = dict(best=md_label(cands[0]), p=pct(f.p), p_cold=pct(f.p_cold), p_hot=pct(f.p_hot),
-                  t_cold=f"{f.t_cold:g}", t_hot=f"{f.t_hot:g}", h=num(f.entropy), top_p=f"{f.top_p:g}",
-                  n_top_p=f"{f.n_top_p:,}", top_k=f.top_k, cut_top_k=pct(f.cut_top_k),
-                  n_pieces=len(pieces), n_top=len(f.top_ids), piece=md_label(pieces[0]) if pieces else "",
-                  examples=join_list([md_label(c) for c in cands[:3]]))
-    point = TRY_POINTS_BY_MODEL.get(model_tag(), TRY_POINTS).get(n)
-    holds = {
-        "confident": f.p >= 0.5 and f.p_hot < f.p / 2,               # confident, yet temperature matters
-        "open": f.p < 0.2 and f.n_top_p >= 100,                      # an open question
-        "space": cands[0] == " " and f.p > 0.5,                      # the likeliest next token is a lone space
-        "spread": f.entropy >= 4 and f.cut_top_k >= 0.1,             # many plausible continuations
-        "pieces": len(pieces) >= len(f.top_ids) // 3,                # byte pieces among the candidates
-        "whole": not pieces,                                         # whole characters, no byte piece
-    }.get(point, False)
-    if not holds:
-        return page.t("try.plain", **fields)
-    return join_sentences([page.t(f"try.{n}.why"), page.t(f"try.{n}.numbers", **fields)])
-
-
-TRIES = range(1, 6)
-page.try_this([(page.t(f"try.{n}.prompt"), try_line(lm.name, current_lang(), n, page.t(f"try.{n}.prompt"))) for n in TRIES])
-
-# --- the math ----------------------------------------------------------------------------------
-t1 = table[2]
-second = top_ids[1]
-l1, l2 = float(logits[top_ids[0]]), float(logits[second])
-page.math(page.t("math_example", e3=f"{torch.tensor(3.0).exp():.2f}", e2=f"{torch.tensor(2.0).exp():.2f}",
-                 e1=f"{torch.tensor(1.0).exp():.2f}", total=f"{sum(torch.tensor(toy_logits).exp().tolist()):.2f}",
-                 p_good=f"{t1.probs[0]:.3f}", p_good_half=f"{table[1].probs[0]:.3f}", p_good_two=f"{table[3].probs[0]:.3f}",
-                 best=md_tok(top_ids[0]), second=md_tok(second),
-                 l1=num(l1), l2=num(l2), diff=num(l1 - l2), ratio=f"{float(torch.tensor(l1 - l2).exp()):.2f}",
-                 p1=f"{float(probs[top_ids[0]]):.4f}", p2=f"{float(probs[second]):.4f}",
-                 ratio_check=f"{float(probs[top_ids[0]] / probs[second]):.2f}", others=f"{cfg.vocab_size - 2:,}"))
-page.code(S.warp_logits, S.next_token_distribution, S.sample, sd.distribution_view)
+render()

@@ -5,207 +5,147 @@ attention pattern. Every switch is a hook function of lesson_model.whatif, passe
 
 import streamlit as st
 
+from course import state, theme
+from course.cache import whatif as cache
+from course.figures import whatif as F
+from course.lesson import Lesson
+from course.notices import whatif as N
+from course.text import code_span
+from course.tokens import axis_labels, label, md_label, plot_label
 from lesson_model import whatif as W
 from lesson_model.analysis import whatif as A
-from ui import figures_whatif as F
-from ui import state, theme
-from ui.lesson import Lesson
-from ui.text import code_span, num
-from ui.tokens import axis_labels, label, md_label, plot_label
 
-CAP = 64             # tokens of the prompt this page runs (two runs, every position's loss)
+CAP = cache.CAP      # tokens of the prompt this page runs (two runs, every position's loss)
 TOP_K = 8            # next-token candidates drawn
-BIG = 1.0            # nats: a change of the mean loss at least this big "wrecks" the prediction
-SMALL = 0.1          # nats: a smaller change "barely" moves it
 SEED_MAX = 999
-
-page = Lesson("whatif")
-page.header()
-lm = page.model()
-cfg = lm.cfg
-tokens = page.tokens(lm, cap=CAP)
-n = len(tokens)
-mid = cfg.n_layers // 2
-
-# Which switches the loaded model can have (decided from its config, not its name).
-BOOLS = {"norope": "no_rope", "noscale": "no_scale", "nomask": "no_mask", "nonorms": "no_norms",
-         "shuffle": "shuffle"}
-if cfg.qk_norm:
-    BOOLS["noqk"] = "no_qk_norm"
-if cfg.sliding_layers:
-    BOOLS["nowin"] = "no_window"
-DEFAULT_ON = "nomask"
+DEFAULT_ON = cache.DEFAULT_ON
 
 
-def try_examples() -> list[tuple]:
-    """Try-this prompts, each with the switch its "why" is about (try.<n>.switch, a URL key) and,
-    for skip/zero, the block (try.<n>.layer: "first" or "middle"); every other switch is turned off."""
-    out = []
-    for number in page.try_numbers():
-        values = {key: False for key in [*BOOLS, "skip", "zhead", "zmlp"]}
-        switch = page.t(f"try.{number}.switch")
-        values[switch] = True
-        where = page.t(f"try.{number}.layer") if switch in ("skip", "zhead", "zmlp") else None
-        layer = 0 if where == "first" else mid
-        values |= {"skip": {"skip_layer": layer}, "zhead": {"zh_layer": layer, "zh_head": 0},
-                   "zmlp": {"zm_layer": layer}}.get(switch, {})
-        out.append((page.t(f"try.{number}.prompt"), page.t(f"try.{number}.why"), values))
-    return out
+def render() -> None:
+    """The lab, top to bottom: its variables live only while it runs."""
+    page = Lesson("whatif")
+    page.header()
+    lm = page.model()
+    cfg = lm.cfg
+    tokens = page.tokens(lm, cap=CAP)
+    n = len(tokens)
+    mid = cfg.n_layers // 2
+
+    # Which switches the loaded model can have (decided from its config, not its name).
+    bools = cache.bool_switches(cfg)
 
 
-# --- controls: the switches ------------------------------------------------------------------
-figure_area, controls = page.columns()
-with controls:
-    st.markdown(page.t("switches_title"))
-    on = {}
-    for key, field in BOOLS.items():
-        on[field] = state.url_bool(key, page.t(f"switch.{field}"), key == DEFAULT_ON, help=page.t(f"help.{field}"))
-    seed = 0
-    if on["shuffle"]:
-        seed = state.url_int("shuffle_seed", page.t("seed_label"), 0, SEED_MAX, 0, widget="number",
-                             help=page.t("seed_help"))
-    skip = zero_head = zero_mlp = None
-    if state.url_bool("skip", page.t("switch.skip_block"), False, help=page.t("help.skip_block")):
-        skip = state.url_int("skip_layer", page.t("block_label"), 0, cfg.n_layers - 1, mid)
-    if state.url_bool("zhead", page.t("switch.zero_head"), False, help=page.t("help.zero_head")):
-        zero_head = (state.url_int("zh_layer", page.t("block_label"), 0, cfg.n_layers - 1, mid),
-                     state.url_int("zh_head", page.t("head_label"), 0, cfg.n_heads - 1, 0))
-    if state.url_bool("zmlp", page.t("switch.zero_mlp"), False, help=page.t("help.zero_mlp")):
-        zero_mlp = state.url_int("zm_layer", page.t("block_label"), 0, cfg.n_layers - 1, mid)
-
-sw = W.Switches(skip_block=skip, zero_head=zero_head, zero_mlp=zero_mlp, seed=seed, **on)
-ids = [tok.id for tok in tokens]
-with controls, st.spinner(page.t("computing"), show_time=True):
-    before = page.run(lm, tokens, A.capture_names(cfg, W.Switches()))
-    # A fresh dict of hook functions for this call (their captures live in its closures).
-    after = before if not sw.any() else page.run(lm, tokens, A.capture_names(cfg, sw),
-                                                 hooks=W.hooks_for(lm, sw), hooks_key=sw.key())
-    # Both runs' losses and last logits from one pass over the unembedding.
-    runs = [(before.cache[A.FINAL], ids)] + ([(after.cache[A.FINAL], A.read_ids(ids, sw))] if sw.any() else [])
-    read = A.read_runs(lm, runs)
-    read_before, read_after = read[0], read[-1]
-patterns_before = A.stacked_patterns(before.cache, cfg.n_layers)
-patterns_after = A.stacked_patterns(after.cache, cfg.n_layers)
-order = W.shuffle_order(n, seed) if sw.shuffle else list(range(n))
-tokens_after = [tokens[j] for j in order]
-
-# --- the attention pattern shown: by default the head whose pattern changed the most ----------
-loss_area = st.container()           # filled below (the loss chart needs no head, the comparison does)
-st.subheader(page.t("pattern_subheader"), anchor=False)
-layer_column, head_column, _ = st.columns([1, 1, 2], gap="medium")
-best = A.most_changed_head(patterns_before, patterns_after)
-with layer_column:
-    layer = state.url_int("layer", page.t("layer_label"), 0, cfg.n_layers - 1, best[0], help=page.t("layer_help"))
-with head_column:
-    head = state.url_int("head", page.t("head_label"), 0, cfg.n_heads - 1, best[1], help=page.t("head_help"))
-pattern_area = st.container()
-cmp = A.compare(lm, sw, ids, read_before, read_after, patterns_before, patterns_after, layer, head,
-                A.streams(after.cache, cfg.n_layers), k=TOP_K)
+    def try_examples() -> list[tuple]:
+        """Try-this prompts, each with the switch its "why" is about (try.<n>.switch, a URL key) and,
+        for skip/zero, the block (try.<n>.layer: "first" or "middle"); every other switch is turned off."""
+        out = []
+        for number in page.try_numbers():
+            values = {key: False for key in [*bools, "skip", "zhead", "zmlp"]}
+            switch = page.t(f"try.{number}.switch")
+            values[switch] = True
+            where = page.t(f"try.{number}.layer") if switch in ("skip", "zhead", "zmlp") else None
+            layer = 0 if where == "first" else mid
+            values |= {"skip": {"skip_layer": layer}, "zhead": {"zh_layer": layer, "zh_head": 0},
+                       "zmlp": {"zm_layer": layer}}.get(switch, {})
+            out.append((page.t(f"try.{number}.prompt"), page.t(f"try.{number}.why"), values))
+        return out
 
 
-def tok_md(token_id: int) -> str:
-    return code_span(label(lm.token_text(token_id)))
+    # --- controls: the switches ------------------------------------------------------------------
+    figure_area, controls = page.columns()
+    with controls:
+        st.markdown(page.t("switches_title"))
+        on = {}
+        for key, field in bools.items():
+            on[field] = state.url_bool(key, page.t(f"switch.{field}"), key == DEFAULT_ON, help=page.t(f"help.{field}"))
+        seed = 0
+        if on["shuffle"]:
+            seed = state.url_int("shuffle_seed", page.t("seed_label"), 0, SEED_MAX, 0, widget="number",
+                                 help=page.t("seed_help"))
+        skip = zero_head = zero_mlp = None
+        if state.url_bool("skip", page.t("switch.skip_block"), False, help=page.t("help.skip_block")):
+            skip = state.url_int("skip_layer", page.t("block_label"), 0, cfg.n_layers - 1, mid)
+        if state.url_bool("zhead", page.t("switch.zero_head"), False, help=page.t("help.zero_head")):
+            zero_head = (state.url_int("zh_layer", page.t("block_label"), 0, cfg.n_layers - 1, mid),
+                         state.url_int("zh_head", page.t("head_label"), 0, cfg.n_heads - 1, 0))
+        if state.url_bool("zmlp", page.t("switch.zero_mlp"), False, help=page.t("help.zero_mlp")):
+            zero_mlp = state.url_int("zm_layer", page.t("block_label"), 0, cfg.n_layers - 1, mid)
+
+    sw = W.Switches(skip_block=skip, zero_head=zero_head, zero_mlp=zero_mlp, seed=seed, **on)
+    ids = [tok.id for tok in tokens]
+    with controls, st.spinner(page.t("computing"), show_time=True):
+        before, after = cache.lesson_runs(lm, tokens, sw)
+        # Both runs' losses and last logits from one pass over the unembedding.
+        runs = [(before.cache[A.FINAL], ids)] + ([(after.cache[A.FINAL], A.read_ids(ids, sw))] if sw.any() else [])
+        read = A.read_runs(lm, runs)
+        read_before, read_after = read[0], read[-1]
+    patterns_before = A.stacked_patterns(before.cache, cfg.n_layers)
+    patterns_after = A.stacked_patterns(after.cache, cfg.n_layers)
+    order = W.shuffle_order(n, seed) if sw.shuffle else list(range(n))
+    tokens_after = [tokens[j] for j in order]
+
+    # --- the attention pattern shown: by default the head whose pattern changed the most ----------
+    loss_area = st.container()           # filled below (the loss chart needs no head, the comparison does)
+    st.subheader(page.t("pattern_subheader"), anchor=False)
+    layer_column, head_column, _ = st.columns([1, 1, 2], gap="medium")
+    best = A.most_changed_head(patterns_before, patterns_after)
+    with layer_column:
+        layer = state.url_int("layer", page.t("layer_label"), 0, cfg.n_layers - 1, best[0], help=page.t("layer_help"))
+    with head_column:
+        head = state.url_int("head", page.t("head_label"), 0, cfg.n_heads - 1, best[1], help=page.t("head_help"))
+    pattern_area = st.container()
+    cmp = A.compare(lm, sw, ids, read_before, read_after, patterns_before, patterns_after, layer, head,
+                    A.streams(after.cache, cfg.n_layers), k=TOP_K)
 
 
-def head_name(L: int, H: int) -> str:
-    return page.t("head_name", layer=L, head=H)
+    def tok_md(token_id: int) -> str:
+        return code_span(label(lm.token_text(token_id)))
 
 
-# --- 1. the next token, 2. the loss at every position ----------------------------------------
-with figure_area:
-    if not sw.any():
-        st.info(page.t("none_on"), icon=":material/toggle_off:")
-    bars_before = [(plot_label(lm.token_text(i)), p) for i, p in cmp.top_before]
-    bars_after = [(plot_label(lm.token_text(i)), p) for i, p in cmp.top_after]
-    theme.plot(F.top_figure(bars_before, bars_after, page.t), key="top_chart", height=380)
-    if not cmp.finite:
-        st.error(page.t("overflow_box"), icon=":material/warning:")
-with loss_area:
-    if n >= 2:
-        theme.plot(F.loss_figure(axis_labels(tokens)[1:], cmp.loss_before, cmp.loss_after,
-                                 [plot_label(t) for t in tokens_after[1:]], page.t), key="loss_chart", height=400)
-        if sw.shuffle:
-            st.caption(page.t("shuffle_caption"))
-    else:
-        st.info(page.t("one_token"), icon=":material/info:")
-    if cmp.stream_sizes:
-        theme.plot(F.stream_figure(cmp.stream_sizes, page.t), key="stream_chart", height=340)
-
-# --- 3. one attention pattern ------------------------------------------------------------------
-with pattern_area:
-    theme.plot(F.patterns_figure(cmp.pattern_before.tolist(), cmp.pattern_after.tolist(), axis_labels(tokens),
-                                 axis_labels(tokens_after), head_name(layer, head), page.t),
-               key="pattern_chart", height=max(440, 180 + 12 * n))
-    if (layer, head) == best and sw.any():
-        st.caption(page.t("default_head_note", head=head_name(*best)))
+    def head_name(L: int, H: int) -> str:
+        return page.t("head_name", layer=L, head=H)
 
 
-# --- What to notice ------------------------------------------------------------------------------
-def notices() -> list[str]:
-    if not sw.any():
-        return [page.t("notice.none")]
-    lines = []
-    b, a = cmp.mean_before, cmp.mean_after
-    if n >= 2 and cmp.finite:
-        lines.append(page.t("notice.mean", n=n - 1, before=num(b), after=num(a), delta=num(a - b, "+.2f")))
-    if cmp.finite:
-        (t1, p1), (t2, p2) = cmp.top_before[0], cmp.top_after[0]
-        key = "notice.top_changed" if cmp.top1_changed else "notice.top_same"
-        lines.append(page.t(key, t1=tok_md(t1), p1=f"{p1:.0%}", t2=tok_md(t2), p2=f"{p2:.0%}", kl=num(cmp.kl)))
-    if sw.no_norms:
-        if cmp.overflow_block is not None:
-            lines.append(page.t("notice.overflow", first=f"{cmp.stream_sizes[0]:.3g}", block=cmp.overflow_block,
-                                last=f"{cmp.stream_sizes[max(cmp.overflow_block - 1, 0)]:.3g}",
-                                prev=max(cmp.overflow_block - 1, 0)))
-        elif cmp.stream_sizes:
-            lines.append(page.t("notice.norms_grow", first=f"{cmp.stream_sizes[0]:.3g}",
-                                last=f"{cmp.stream_sizes[-1]:.3g}", n_blocks=cfg.n_layers))
-    if sw.no_mask and n >= 2 and cmp.finite:
-        fut = f"{cmp.future_weight:.0%}"
-        if a < b / 2:
-            lines.append(page.t("notice.mask_collapse", before=num(b), after=num(a), future=fut))
-        elif a < b:
-            lines.append(page.t("notice.mask_falls", before=num(b), after=num(a), future=fut))
+    # --- 1. the next token, 2. the loss at every position ----------------------------------------
+    with figure_area:
+        if not sw.any():
+            st.info(page.t("none_on"), icon=":material/toggle_off:")
+        bars_before = [(plot_label(lm.token_text(i)), p) for i, p in cmp.top_before]
+        bars_after = [(plot_label(lm.token_text(i)), p) for i, p in cmp.top_after]
+        theme.plot(F.top_figure(bars_before, bars_after, page.t), key="top_chart", height=380)
+        if not cmp.finite:
+            st.error(page.t("overflow_box"), icon=":material/warning:")
+    with loss_area:
+        if n >= 2:
+            theme.plot(F.loss_figure(axis_labels(tokens)[1:], cmp.loss_before, cmp.loss_after,
+                                     [plot_label(t) for t in tokens_after[1:]], page.t), key="loss_chart", height=400)
+            if sw.shuffle:
+                st.caption(page.t("shuffle_caption"))
         else:
-            lines.append(page.t("notice.mask_rises", before=num(b), after=num(a), future=fut))
-        lines.append(page.t("notice.mask_why"))
-    if sw.no_rope and n >= 2 and cmp.finite and cmp.first_loss_change < 1e-3 and not (sw.shuffle or sw.no_mask):
-        lines.append(page.t("notice.rope_first", token=md_label(tokens[1])))
-    if sw.no_scale and cmp.finite:
-        lines.append(page.t("notice.scale", s=f"{cfg.d_head ** 0.5:g}", d=cfg.d_head,
-                            before=f"{cmp.row_max_before:.0%}", after=f"{cmp.row_max_after:.0%}"))
-    if sw.no_qk_norm and cmp.finite:
-        lines.append(page.t("notice.qk", before=f"{cmp.row_max_before:.0%}", after=f"{cmp.row_max_after:.0%}"))
-    for field, key, size in (("skip_block", "skip", BIG), ("zero_mlp", "zero_mlp", BIG), ("zero_head", "zero_head", SMALL)):
-        value = getattr(sw, field)
-        if value is None or not cmp.finite or n < 2:
-            continue
-        alone = sw.on() == [field]
-        where = head_name(*value) if field == "zero_head" else value
-        if not alone:
-            lines.append(page.t(f"notice.{key}_with_others", where=where))
-        elif abs(a - b) >= size:
-            lines.append(page.t(f"notice.{key}_big", where=where, delta=num(a - b, "+.2f"), heads=cfg.n_heads))
-        else:
-            lines.append(page.t(f"notice.{key}_small", where=where, delta=num(a - b, "+.2f"), heads=cfg.n_heads))
-    if sw.shuffle:
-        if n <= 2:
-            lines.append(page.t("notice.shuffle_short"))
-        elif cmp.finite:
-            lines.append(page.t("notice.shuffle_rises" if a > b else "notice.shuffle_flat", before=num(b), after=num(a)))
-    if sw.no_window:
-        if not cmp.window_matters:
-            lines.append(page.t("notice.window_short", far=cmp.farthest_key, window=cmp.window, cap=CAP,
-                                kl=num(cmp.kl, ".3f") if cmp.finite else "–"))
-    return lines
+            st.info(page.t("one_token"), icon=":material/info:")
+        if cmp.stream_sizes:
+            theme.plot(F.stream_figure(cmp.stream_sizes, page.t), key="stream_chart", height=340)
+
+    # --- 3. one attention pattern ------------------------------------------------------------------
+    with pattern_area:
+        theme.plot(F.patterns_figure(cmp.pattern_before.tolist(), cmp.pattern_after.tolist(), axis_labels(tokens),
+                                     axis_labels(tokens_after), head_name(layer, head), page.t),
+                   key="pattern_chart", height=max(440, 180 + 12 * n))
+        if (layer, head) == best and sw.any():
+            st.caption(page.t("default_head_note", head=head_name(*best)))
+
+    # --- What to notice ------------------------------------------------------------------------------
+    page.notices(N.notices(on={name: getattr(sw, name) for name in sw.on()}, cmp=cmp, n=n, n_layers=cfg.n_layers,
+                           n_heads=cfg.n_heads, d_head=cfg.d_head, cap=CAP, token=tok_md,
+                           label=lambda i: md_label(tokens[i]), head_name=head_name))
+    page.try_this(try_examples())
+    page.math(page.t("math_example", s=f"{cfg.d_head ** 0.5:g}", d=cfg.d_head))
+    shown = {"no_rope": W.no_rope_hooks, "no_scale": W.no_scale_hook, "no_mask": W.unmasked_scores_hooks,
+             "no_window": W.unmasked_scores_hooks, "no_norms": W.divide_by_one_hook, "no_qk_norm": W.divide_by_one_hook,
+             "skip_block": W.skip_block_hooks, "zero_head": W.zero_head_hook, "zero_mlp": W.zero_mlp_hook,
+             "shuffle": W.shuffle_hook}
+    functions = list(dict.fromkeys(shown[f] for f in sw.on())) or list(dict.fromkeys(shown.values()))
+    page.code(*functions, W.hooks_for)
 
 
-page.notice(notices())
-page.try_this(try_examples())
-page.math(page.t("math_example", s=f"{cfg.d_head ** 0.5:g}", d=cfg.d_head))
-shown = {"no_rope": W.no_rope_hooks, "no_scale": W.no_scale_hook, "no_mask": W.unmasked_scores_hooks,
-         "no_window": W.unmasked_scores_hooks, "no_norms": W.divide_by_one_hook, "no_qk_norm": W.divide_by_one_hook,
-         "skip_block": W.skip_block_hooks, "zero_head": W.zero_head_hook, "zero_mlp": W.zero_mlp_hook,
-         "shuffle": W.shuffle_hook}
-functions = list(dict.fromkeys(shown[f] for f in sw.on())) or list(dict.fromkeys(shown.values()))
-page.code(*functions, W.hooks_for)
+render()

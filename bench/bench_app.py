@@ -21,7 +21,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode
 
-from tests.browser import harness
+from tools import browser as harness
 
 WORDS = ("time year people way day man thing woman life child world school state family student group "
          "country problem hand part place case week company system program question work government "

@@ -3,10 +3,10 @@
     .venv/bin/python -m bench.bench_class [--students 1 10 25] [--output bench/RESULTS_class.md]
     .venv/bin/python -m bench.bench_class --apps 2 --students 25 --cases own      # deploy/: 2 processes
 
-Starts the app on a loopback port with its start-up warm-up (ui/warmup.py: both models, every
+Starts the app on a loopback port with its start-up warm-up (server/warmup.py: both models, every
 lesson once per model and language) and waits for it, as a teacher's server is warm before the
 class comes in. Then for each N
-drives N simulated students over Streamlit's websocket (ui/protocol.py: what a browser
+drives N simulated students over Streamlit's websocket (tools/protocol.py: what a browser
 sends, without the browser). Student i opens page i of the course (every page, wrapping
 round), in English, 繁體中文 or 简体中文 in turn, on SmolLM2 or Gemma in turn; all at the same
 moment (first view), then all type a new prompt at the same moment (rerun). Two cases:
@@ -45,9 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import deploy.cluster
-from tests.browser import harness
-from ui.protocol import Client, Result
-from ui import nav, warmup
+from course import nav
+from server import warmup
+from tools import browser as harness
+from tools.protocol import Client, Result
 
 LANGS = ("en", "zh-Hant", "zh-Hans")
 MODELS = ("smollm2-135m", "gemma-3-270m")
@@ -107,7 +108,7 @@ def drive(base: str, student: Student, case: str, salt: str, barrier: threading.
 
 
 def wait_for_warmup(log: Path, timeout: float) -> str:
-    """The server's own warm-up line (ui/warmup.py), once it has opened every lesson."""
+    """The server's own warm-up line (server/warmup.py), once it has opened every lesson."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for line in log.read_text(errors="replace").splitlines():
@@ -171,7 +172,7 @@ class Server:
 
 @contextmanager
 def server(apps: int, log_dir: Path):
-    """Yield a warm Server: one app process (python -m ui.serve), or ``apps`` behind nginx."""
+    """Yield a warm Server: one app process (python -m server.serve), or ``apps`` behind nginx."""
     env = {warmup.ENV: "1"}
     start = time.monotonic()
     if apps == 1:

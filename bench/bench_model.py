@@ -103,6 +103,7 @@ def random_smollm2_shaped():
     package needed (for machines without it). Not for correctness: the tests cover that."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM
+
     from lesson_model import DecoderConfig, LessonModel
     from lesson_model.loading import convert_hf
     from lesson_model.tokens import TokenizerView
@@ -323,6 +324,7 @@ def main(argv=None) -> None:
     repeats = args.repeats or (3 if args.quick else 9)
 
     import transformers
+
     from lesson_model import load_model
     load_at_start = load_average()
     lm = random_smollm2_shaped() if args.random_weights else load_model(args.model, device="cpu")

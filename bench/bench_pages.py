@@ -17,9 +17,11 @@ import tempfile
 from pathlib import Path
 
 from bench.bench_class import MODELS, OWN, cpu_seconds, peak_mb, wait_for_warmup
-from tests.browser import harness
-from ui import nav, warmup
-from ui.protocol import Client
+from course import nav
+from server import warmup
+from tools import browser as harness
+from tools.protocol import Client
+
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.bench_pages", description=__doc__.split("\n\n")[0])

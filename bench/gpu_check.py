@@ -31,6 +31,7 @@ def smollm2_shaped_config():
 
 def byte_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
     from lesson_model.tokens import TokenizerView
     alphabet = pre_tokenizers.ByteLevel.alphabet()
     tok = Tokenizer(models.BPE(vocab={c: i for i, c in enumerate(sorted(alphabet))}, merges=[]))
@@ -58,6 +59,7 @@ def main() -> int:
         print("no CUDA device: nothing to check (--cpu runs the same checks on the CPU)")
         return 0
     from transformers import LlamaForCausalLM
+
     from lesson_model import LessonModel
     from lesson_model.loading import convert_hf
 

@@ -7,7 +7,7 @@ link (``?class=CODE``) and see what the teacher shows, each in their own languag
   prompt and the model always included. Only that session can change or end the class.
 - A student's session polls in a fragment (``run_every=1``): when the class's view has a
   newer version it opens it exactly as if the student had opened the teacher's link: the
-  page's URL-bound controls forget their values (ui.state.forget_values) and read the
+  page's URL-bound controls forget their values (course.state.forget_values) and read the
   teacher's parameters, the prompt and the model are set, then ``st.switch_page`` (from the
   fragment run itself: one full run, of the teacher's page). The student keeps their
   language. "Stop following" leaves the view alone (and stops the
@@ -18,7 +18,7 @@ link (``?class=CODE``) and see what the teacher shows, each in their own languag
   newer request's page, or runs the fragment alone on the old page after the new one drew.
   So a follower's run (fragment or full) on another page than the class's is switched to
   the class's page at once; a full run does it before the page draws.
-- Classes live in ui.class_store: in this process, or in Redis with DECODER_LAB_REDIS_URL.
+- Classes live in classroom.store: in this process, or in Redis with DECODER_LAB_REDIS_URL.
 """
 
 from __future__ import annotations
@@ -30,14 +30,14 @@ import time
 from urllib.parse import urlencode
 
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.exceptions import RerunException
-from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from ui import class_store, i18n, nav, state
-from ui import model as models
-from ui.i18n import t
-from ui.qr import qr_data_uri
-from ui.text import code_span, shorten
+from classroom import store as class_store
+from classroom.qr import qr_data_uri
+from course import i18n, nav, state
+from course import model as models
+from course.i18n import t
+from course.text import code_span, shorten
+from server import session
 
 PARAM = "class"
 PUBLIC_URL_ENV = "DECODER_LAB_PUBLIC_URL"    # the join link's base, when the browser's URL is not the public one
@@ -110,7 +110,7 @@ def view_params() -> dict[str, str]:
 def after_run(page_id: str | None) -> None:
     """Publish the teacher's view (app.py, at the end of every run, before state.sync_url).
     Does nothing for anyone else, and never raises."""
-    if isinstance(sys.exc_info()[1], RerunException):
+    if session.cut_short_by_rerun(sys.exc_info()[1]):
         return                        # a run cut short by a newer one: that one publishes
     join = joined()
     if join and join["following"]:
@@ -252,13 +252,9 @@ def _run_page() -> str | None:
     """The page this script run is on: the run context's page hash (in a fragment run, the
     one the browser's rerun request carried) looked up in the pages st.navigation registered.
     None when it cannot be told (no run context, pages not registered yet)."""
-    ctx = get_script_run_ctx()
-    if ctx is None:
+    path = session.running_page_path()
+    if path is None:
         return None
-    info = ctx.pages_manager.get_pages().get(ctx.page_script_hash)
-    if not info or "url_pathname" not in info:
-        return None
-    path = info["url_pathname"]
     return path if path in nav.PAGES else nav.HOME      # the default page's url_pathname is ""
 
 

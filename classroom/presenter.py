@@ -4,7 +4,7 @@ Presenter mode is a shell-level URL parameter (like lang, prompt and model): rea
 time a session meets it, kept in the session (``_url.present``) and claimed on every run, so
 it survives page switches and is in every link the teacher copies. In presenter mode the
 sidebar starts collapsed, type is large enough for the back of a room (CSS here, plotly
-sizes in ui/theme.py), Streamlit's menu is hidden, and a compact header at the top shows
+sizes in course/figures/style.py), Streamlit's menu is hidden, and a compact header at the top shows
 the shared prompt with big Previous / Next lesson buttons and "Share this view".
 
 The share popover is drawn at the END of the run (``finish``), once the page has claimed its
@@ -19,10 +19,11 @@ from urllib.parse import quote, urlencode, urlsplit
 import segno
 import streamlit as st
 
-from ui import nav, state
-from ui.i18n import t
-from ui.qr import qr_svg
-from ui.text import code_span, md_escape, shorten
+from classroom.qr import qr_svg
+from course import nav, state
+from course.figures import style
+from course.i18n import current_lang, t
+from course.text import code_span, md_escape, shorten
 
 PARAM = "present"
 _CANON = "_url.present"
@@ -32,15 +33,13 @@ EXPORT_FORMAT = "export_format"   # widget key: "png" | "svg", the format of the
 EXPORT_FORMATS = ("png", "svg")
 PROMPT_CHARS = 90                 # the compact header's prompt, cut with an ellipsis
 QR_PX = 300                       # the QR's width in the popover (scannable from a projected slide)
-QR_ERROR = "m"                    # as ui.qr draws it
+QR_ERROR = "m"                    # as classroom.qr draws it
 QR_BORDER = 4                     # the quiet zone the QR standard asks for, in modules
 # The share popovers' keys (the header's, the sidebar's). Their link and QR code are drawn only
 # while one is open: encoding a QR code cost 28 ms, and every rerun drew two (a tenth of a rerun).
 SHARE_POPOVERS = ("share_header", "share_sidebar")
 FALLBACK_BASE = "http://localhost:8501"
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
 
 # Presenter-mode type, checked at 1024x768 by tests/browser/test_presenter.py: body text,
 # captions, widget labels, metric values and the header's buttons at 20 px or more. The
@@ -92,9 +91,9 @@ def init() -> str | None:
     raw = state.url_raw(PARAM)
     note = None
     if raw is not None:
-        word = raw.strip().lower()
-        if word in _TRUE | _FALSE:
-            _set(word in _TRUE)
+        value = state.parse_bool(raw)
+        if value is not None:
+            _set(value)
         else:
             _set(False)
             note = t("present.bad_param", param=code_span(f"{PARAM}={shorten(raw, 40)}"))
@@ -195,6 +194,8 @@ def begin(url_path: str | None) -> None:
     page = url_path or nav.HOME
     st.session_state[_PAGE] = page
     st.session_state.pop(_SLOT, None)
+    # What this run's charts look like (course/figures/style.py): language, type size, download.
+    style.set_view(style.View(lang=current_lang(), presenting=active(), page=page, export_format=export_format()))
     if not active():
         return
     st.html("<style>" + PRESENT_CSS + "</style>")

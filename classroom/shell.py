@@ -8,11 +8,13 @@ import re
 
 import streamlit as st
 
-from ui import i18n, nav, presenter, state, warmup
-from ui.i18n import t
-from ui import model as models
-from ui.model import get_model
-from ui.text import code_span, md_escape, shorten
+from classroom import presenter
+from course import i18n, nav, state
+from course import model as models
+from course.i18n import t
+from course.model import get_model
+from course.text import code_span, md_escape, shorten
+from server import status as warmup
 
 EXAMPLE_COUNT = 4
 
@@ -69,15 +71,9 @@ def page_style() -> None:
         st.html(_LANG_SCRIPT.format(lang=HTML_LANG[lang]), unsafe_allow_javascript=True)
 
 
-def default_model(lang: str) -> str:
-    """The model a visitor starts on: Gemma for Chinese (it reads Chinese, SmolLM2 does not)."""
-    return "gemma-3-270m" if lang in ("zh-Hant", "zh-Hans") else models.DEFAULT_MODEL
-
-
 def start() -> list[str]:
     """Set up the run: URL record, language, prompt. Returns notes about the URL to show."""
     state.begin_run()
-    warmup.start()                 # once per process: a server started without ui.serve warms up now
     notes = []
     if "_lang" not in st.session_state:
         raw = state.url_raw("lang")
@@ -93,7 +89,7 @@ def start() -> list[str]:
         # after that it changes only when they change it. A link's ?model= fixes it for everyone.
         raw = state.url_raw("model")
         asked = raw.strip().lower() if raw is not None else None      # ?model=Gemma-3-270M is fine too
-        models.set_model_key(asked if asked in models.MODELS else default_model(i18n.current_lang()))
+        models.set_model_key(asked if asked in models.MODELS else models.default_model(i18n.current_lang()))
         if raw is not None and asked not in models.MODELS:
             notes.append(t("shell.bad_model", param=code_span(f"model={shorten(raw, 40)}"),
                            name=models.model_name(models.model_key())))
@@ -198,7 +194,7 @@ def licence_caption(lm) -> str:
 
 def model(url_path: str | None = None):
     """The model picker and what the chosen model is, in the sidebar; loads it on first use
-    (not on the pages that run no bundled model, ui.nav.NO_MODEL: the choice is kept for the
+    (not on the pages that run no bundled model, course.nav.NO_MODEL: the choice is kept for the
     next page, nothing is loaded)."""
     with st.sidebar:
         st.session_state["model_choice"] = models.model_key()

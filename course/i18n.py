@@ -18,8 +18,6 @@ from functools import lru_cache
 from pathlib import Path
 from string import Formatter
 
-import streamlit as st
-
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 LANGS: dict[str, str] = {"en": "English", "zh-Hant": "繁體中文", "zh-Hans": "简体中文"}
 DEFAULT_LANG = "en"
@@ -151,10 +149,12 @@ def parse_lang(value: str) -> str | None:
 
 
 def current_lang() -> str:
+    import streamlit as st  # here, not at the top: figures use this module's text helpers without Streamlit
     return st.session_state.get(_LANG_KEY, DEFAULT_LANG)
 
 
 def set_lang(lang: str) -> None:
+    import streamlit as st
     st.session_state[_LANG_KEY] = lang
 
 
@@ -174,6 +174,36 @@ def t(key: str, **fields) -> str:
 
 def has(key: str) -> bool:
     return key in catalog(DEFAULT_LANG)
+
+
+def text_in(lang: str, key: str, **fields) -> str:
+    """t() in ``lang`` rather than the session's language (English when missing there)."""
+    text = catalog(lang).get(key)
+    if text is None:
+        text = catalog(DEFAULT_LANG)[key]
+    return text.format(**fields) if fields else text
+
+
+def lesson_key(page: str, tag: str, key: str) -> str:
+    """A lesson's catalog key for a model: ``<page>.<tag>.<key>`` (what differs on that model,
+    tag "gemma" or "smollm2") when the catalog has it, else ``<page>.<key>``."""
+    variant = f"{page}.{tag}.{key}"
+    return variant if has(variant) else f"{page}.{key}"
+
+
+_TRY_KEY = re.compile(r"^try\.(\d+)\.prompt$")
+
+
+def try_numbers(page: str, tag: str) -> list[int]:
+    """The n of a lesson's ``try.<n>.prompt`` keys: the model's own set when its variant tree
+    has any (``<page>.<tag>.try.<n>``), else the plain one."""
+    english = catalog(DEFAULT_LANG)
+    for prefix in (f"{page}.{tag}.", f"{page}."):
+        numbers = sorted(int(m.group(1)) for key in english
+                         if key.startswith(prefix) and (m := _TRY_KEY.match(key[len(prefix):])))
+        if numbers:
+            return numbers
+    return []
 
 
 def section(page: str, section_id: str) -> str:

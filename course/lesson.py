@@ -1,10 +1,10 @@
-"""The lesson-page scaffold: every lesson follows one pattern (DESIGN.md, "A lesson page").
+"""The lesson-page scaffold: every lesson follows one pattern (docs/DESIGN.md, "A lesson page").
 
     page = Lesson("attention")
     page.header()                              # title + the "intro" section
     lm = page.model()
     tokens = page.tokens(lm, cap=64)           # the shared prompt, capped; stops on empty
-    ...controls (ui.state), page.run(...), figures (ui.theme.plot)...
+    ...controls (course.state), page.run(...), figures (course.theme.plot)...
     page.notice([...])                         # What to notice: observations from this run
     page.try_this()                            # Try this: example prompts from the catalog
     page.math()                                # The math: the "math" section (+ worked example)
@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 from collections.abc import Hashable, Iterable, Sequence
 
 import streamlit as st
 
-from ui import i18n, state
-from ui.i18n import t
-from ui.model import CachedRun, cached_run, get_model, model_tag
-from ui.text import md_escape, shorten
-
-_TRY_KEY = re.compile(r"^try\.(\d+)\.prompt$")
+from course import i18n, state
+from course.i18n import t
+from course.model import get_model, model_tag
+from course.text import md_escape, shorten
+from course.tokens import capped
+from server.models import CachedRun, cached_run
 
 
 class Lesson:
@@ -38,9 +37,8 @@ class Lesson:
     def t(self, key: str, **fields) -> str:
         """This lesson's string ``<page>.<key>`` (from assets/i18n/<lang>/<page>.json), or its
         variant for the session's model, ``<page>.<tag>.<key>`` (tag "gemma" or "smollm2", see
-        ui.model.MODEL_TAGS), when the catalog has one."""
-        variant = f"{self.page}.{model_tag()}.{key}"
-        return t(variant if i18n.has(variant) else f"{self.page}.{key}", **fields)
+        course.model.MODEL_TAGS), when the catalog has one."""
+        return t(i18n.lesson_key(self.page, model_tag(), key), **fields)
 
     def section(self, section_id: str) -> str:
         """A prose section of assets/lessons/<lang>/<page>.md, or its variant for the session's
@@ -71,15 +69,15 @@ class Lesson:
             self.try_this()
             st.stop()
         tokens = lm.tokenize(text)
-        if len(tokens) > cap:   # keep the end: the model continues from where the learner's text ends
+        kept, cut = capped(tokens, cap)
+        if cut:
             st.warning(t("lesson.prompt_cut", n=len(tokens), cap=cap), icon=":material/content_cut:")
-            tokens = tokens[-cap:]
-        return tokens
+        return kept
 
     def run(self, lm, tokens: Sequence, names: Iterable[str] = (), *, all_logits: bool = False,
             hooks: dict | None = None, hooks_key: Hashable = None) -> CachedRun:
         """A cached, shared forward pass over ``tokens`` (Token objects or ids) keeping only
-        the hook tensors in ``names``; see ui.model.cached_run."""
+        the hook tensors in ``names``; see server.models.cached_run."""
         ids = [tok if isinstance(tok, int) else tok.id for tok in tokens]
         return cached_run(lm, ids, names, all_logits=all_logits, hooks=hooks, hooks_key=hooks_key)
 
@@ -87,9 +85,20 @@ class Lesson:
         """The figure area with a narrow controls column beside it: (figure, controls)."""
         return st.columns([3, 1], gap="medium")
 
+    def notices(self, found: Sequence) -> None:
+        """What to notice from a pure function's (key, fields) pairs (course/notices/): each key
+        is this lesson's (``self.t``); a field that is itself a (key, fields) pair is translated
+        first; an item that is a list of pairs is one bullet, its sentences run together
+        (i18n.join_sentences)."""
+        def text(key: str, fields: dict) -> str:
+            return self.t(key, **{name: text(*value) if _is_notice(value) else value
+                                  for name, value in fields.items()})
+        self.notice([i18n.join_sentences([text(*pair) for pair in item]) if isinstance(item, list)
+                     else text(*item) for item in found])
+
     def notice(self, observations: Sequence[str]) -> None:
         """What to notice: Markdown sentences computed from this run (escape token text with
-        ui.tokens.md_label)."""
+        course.tokens.md_label)."""
         st.subheader(t("lesson.notice"), anchor=False)
         st.markdown("\n".join(f"- {line}" for line in observations))
 
@@ -110,15 +119,8 @@ class Lesson:
             right.markdown(why)
 
     def try_numbers(self) -> list[int]:
-        """The n of this lesson's ``try.<n>.prompt`` keys: the model's own set when its variant
-        tree has any (``<page>.<tag>.try.<n>``), else the plain one."""
-        catalog = i18n.catalog(i18n.DEFAULT_LANG)
-        for prefix in (f"{self.page}.{model_tag()}.", f"{self.page}."):
-            numbers = sorted(int(m.group(1)) for key in catalog
-                             if key.startswith(prefix) and (m := _TRY_KEY.match(key[len(prefix):])))
-            if numbers:
-                return numbers
-        return []
+        """The n of this lesson's ``try.<n>.prompt`` keys (i18n.try_numbers) on the session's model."""
+        return i18n.try_numbers(self.page, model_tag())
 
     def math(self, worked_example: str | None = None) -> None:
         """The math: the lesson's "math" section, then an optional worked example (Markdown
@@ -134,7 +136,11 @@ class Lesson:
             st.caption(t("lesson.code_caption"))
             for obj in objects:
                 st.markdown(f"`{obj.__module__}.{obj.__qualname__}`")
-                st.code(source(obj), language="python", line_numbers=True)
+                st.code(source(obj), language="python", line_numbers=True, wrap_lines=True)
+
+
+def _is_notice(value) -> bool:
+    return isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str) and isinstance(value[1], dict)
 
 
 @functools.cache

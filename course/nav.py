@@ -1,4 +1,4 @@
-"""The course map: sections and pages in course order (SYLLABUS.md), with fixed url_paths.
+"""The course map: sections and pages in course order (docs/SYLLABUS.md), with fixed url_paths.
 
 A page's url_path is also its id everywhere else: its file ``app_pages/<id>.py``, its catalog
 ``assets/i18n/<lang>/<id>.json`` (keys ``<id>.*``), its prose ``assets/lessons/<lang>/<id>.md``.

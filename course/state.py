@@ -11,18 +11,17 @@ visible note, never an exception.
 from __future__ import annotations
 
 import math
-import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import streamlit as st
 
-from ui.i18n import t
-from ui.text import code_span, shorten
+from course.i18n import t
+from course.text import code_span, shorten
 
 _CANON = "_url."
 _CLAIMS = "_url_claims"
-SHELL_KEYS = ("lang", "prompt", "model", "present")   # present: ui/presenter.py
+SHELL_KEYS = ("lang", "prompt", "model", "present")   # present: classroom/presenter.py
 PROMPT_MAX_CHARS = 2000
 
 
@@ -49,13 +48,13 @@ def sync_url() -> None:
 
 def url_values() -> dict[str, str]:
     """The parameters this run claimed so far (what sync_url will put in the URL), e.g. for
-    ui.classroom to publish a teacher's view."""
+    classroom.follow to publish a teacher's view."""
     return {key: text for key, text in st.session_state.get(_CLAIMS, {}).items() if text is not None}
 
 
 def forget_values(keep: Sequence[str] = SHELL_KEYS) -> None:
     """Drop the canonical copy of every URL-bound control except ``keep``, so each reads the
-    URL again (or its default) the next time its page runs: ui.classroom uses it to open a
+    URL again (or its default) the next time its page runs: classroom.follow uses it to open a
     teacher's view exactly as if the student had opened the teacher's link."""
     for name in [k for k in st.session_state if isinstance(k, str) and k.startswith(_CANON)]:
         if name[len(_CANON):] not in keep:
@@ -95,41 +94,6 @@ def _bound(key: str, default: Any, parse: Callable[[str], tuple[Any, str | None]
         container.warning(note, icon=":material/link_off:")
     claim(key, None if value == default else to_url(value))
     return value
-
-
-# A widget keeps its format_func and its callbacks in the session (Streamlit's widget metadata)
-# for as long as the session lives, two minutes after its browser has gone. A function made by a
-# page keeps the page's every variable with it (its __globals__ are the page's namespace): that
-# run's tensors, figures and results, 1-4 MB a session. So the functions a page hands a widget
-# are turned into ones that hold only what they use.
-
-def labelled(format_func: Callable[[Any], str] | None, options: Sequence) -> Callable[[Any], str]:
-    """format_func as a lookup of the labels it gives ``options``, computed now (holds strings only)."""
-    if format_func is None:
-        return str
-    return {option: format_func(option) for option in options}.__getitem__
-
-
-def _names(code: types.CodeType) -> set[str]:
-    """The global names a function's code (and the functions and lambdas inside it) may read."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            names |= _names(const)
-    return names
-
-
-def detached(fn: Callable) -> Callable:
-    """A page's callback that keeps only the page variables it names (a widget holds it in the
-    session): the same code, with a namespace of just those names."""
-    if not isinstance(fn, types.FunctionType):
-        return fn
-    found = fn.__globals__
-    namespace = {name: found[name] for name in _names(fn.__code__) if name in found}
-    namespace["__builtins__"] = found.get("__builtins__", __builtins__)
-    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, fn.__closure__)
-    copy.__kwdefaults__, copy.__doc__ = fn.__kwdefaults__, fn.__doc__
-    return copy
 
 
 def _copy_to_canon(key: str) -> None:
@@ -178,13 +142,13 @@ def url_int(key: str, label: str, lo: int, hi: int, default: int, *, widget: str
     def render(**cb):
         common = dict(key=key, help=help, **cb)
         if lo == hi:
-            container.selectbox(label, [lo], format_func=labelled(format_func, [lo]), disabled=True, **common)
+            container.selectbox(label, [lo], format_func=format_func or str, disabled=True, **common)
         elif widget == "slider":
             container.slider(label, min_value=lo, max_value=hi, step=1, **common)
         elif widget == "number":
             container.number_input(label, min_value=lo, max_value=hi, step=1, **common)
         elif widget == "select":
-            container.selectbox(label, list(range(lo, hi + 1)), format_func=labelled(format_func, range(lo, hi + 1)),
+            container.selectbox(label, list(range(lo, hi + 1)), format_func=format_func or str,
                                 **common)
         else:
             raise ValueError(f"unknown widget {widget!r}")
@@ -232,7 +196,7 @@ def url_choice(key: str, label: str, options: Sequence[str], default: str, *, wi
         return default, _note(key, raw, "state.ignored", value=(format_func or str)(default))
 
     def render(**cb):
-        common = dict(key=key, help=help, format_func=labelled(format_func, options), **cb)
+        common = dict(key=key, help=help, format_func=format_func or str, **cb)
         if widget == "select":
             container.selectbox(label, options, **common)
         elif widget == "radio":
@@ -249,14 +213,20 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+def parse_bool(raw: str) -> bool | None:
+    """A URL's yes or no (1/true/yes/on, 0/false/no/off, any case), or None when it is neither."""
+    word = raw.strip().lower()
+    return word in _TRUE if word in _TRUE | _FALSE else None
+
+
 def url_bool(key: str, label: str, default: bool, *, help: str | None = None, container=None) -> bool:
     """A toggle bound to ``?key=1`` / ``?key=0``."""
     container = container or st
 
     def parse(raw: str):
-        word = raw.strip().lower()
-        if word in _TRUE | _FALSE:
-            return word in _TRUE, None
+        value = parse_bool(raw)
+        if value is not None:
+            return value, None
         return default, _note(key, raw, "state.ignored", value=t("state.on") if default else t("state.off"))
 
     def render(**cb):
@@ -293,3 +263,22 @@ def init_prompt() -> str | None:
 
 def claim_prompt() -> None:
     claim("prompt", st.session_state.get(_CANON + "prompt"))
+
+
+def url_text(key: str, label_text: str, default: str, *, max_chars: int = 60, help: str | None = None,
+             placeholder: str | None = None, container=None) -> str:
+    """A short text input bound to ``?key=`` like the other url_ controls (a word to look up).
+
+    A value from the link longer than ``max_chars`` is cut, with the state's visible note.
+    """
+    container = container or st
+
+    def parse(raw: str):
+        if len(raw) > max_chars:
+            return raw[:max_chars], _note(key, raw, "state.ignored", value=shorten(raw[:max_chars], 20))
+        return raw, None
+
+    def render(**cb):
+        container.text_input(label_text, key=key, max_chars=max_chars, help=help, placeholder=placeholder, **cb)
+
+    return _bound(key, default, parse, lambda v: str(v)[:max_chars], render, str, container)

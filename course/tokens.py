@@ -7,8 +7,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from ui.i18n import with_paren
-from ui.text import code_span, html_escape, md_escape, shorten, shorten_to_width
+from course.i18n import with_paren
+from course.text import code_span, html_escape, md_escape, shorten, shorten_to_width
 
 VISIBLE = {" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"}
 LABEL_LIMIT = 16
@@ -50,7 +50,7 @@ def plot_label(token, limit: int = LABEL_LIMIT) -> str:
 
 
 def cell_label(token, columns: int) -> str:
-    """plot_label for text inside a chart's cell: visible, cut to ``columns`` (ui.text.text_width,
+    """plot_label for text inside a chart's cell: visible, cut to ``columns`` (course.text.text_width,
     a Chinese character two) and HTML-escaped."""
     return html_escape(shorten_to_width(visible(_text(token)), columns))
 
@@ -138,3 +138,31 @@ def md_labeler(tokens: Sequence, limit: int = LABEL_LIMIT) -> Callable[[int], st
 def position_label(tokens: Sequence, pos: int, limit: int = LABEL_LIMIT) -> str:
     """Plain text "3: ·cat" for choosing a position (selectbox format_func, slider captions)."""
     return f"{pos}: {label(tokens[pos], limit)}"
+
+
+def next_token_texts(lm, context: Sequence, ids: Sequence[int]) -> list[str]:
+    """Display text of each candidate id as the token after ``context`` (the prompt's Tokens):
+    a byte piece that completes a character split at the end of the context reads as that
+    character and its piece number ("我²", see readable_texts); a piece that only
+    starts a new character stays as bytes ("<E8>"), since no character is known yet."""
+    tail = list(context[-3:])          # a UTF-8 character has at most 4 bytes: 3 earlier pieces at most
+    out = []
+    for tok in lm.tokenizer.tokens([int(i) for i in ids]):
+        out.append(readable_texts(tail + [tok])[-1] if tail and tok.is_partial else tok.text)
+    return out
+
+
+def sequence_texts(lm, context: Sequence, ids: Sequence[int]) -> list[str]:
+    """Display texts of generated ids continuing ``context`` (the prompt's Tokens), byte pieces
+    read as their characters across the whole sequence ("我¹", "我²")."""
+    new = lm.tokenizer.tokens([int(i) for i in ids])
+    tail = list(context[-3:])
+    return readable_texts(tail + new)[len(tail):]
+
+
+def capped(tokens: list, cap: int) -> tuple[list, bool]:
+    """At most ``cap`` of ``tokens`` and whether any were cut: the last ``cap``, so a lesson
+    continues from the end of the learner's text (Lesson.tokens says so on the page)."""
+    if len(tokens) <= cap:
+        return tokens, False
+    return tokens[-cap:], True

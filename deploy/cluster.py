@@ -180,7 +180,7 @@ def cluster(apps: int = 2, *, port: int | None = None, host: str = "127.0.0.1", 
             app_env["DECODER_LAB_PUBLIC_URL"] = public_url
         app_env["STREAMLIT_SERVER_COOKIE_SECRET"] = secrets.token_urlsafe(32)   # the same in every process
         for i, app_port in enumerate(app_ports):
-            start(f"app{i}", [sys.executable, "-m", "ui.serve", "--server.address", "127.0.0.1",
+            start(f"app{i}", [sys.executable, "-m", "server.serve", "--server.address", "127.0.0.1",
                               "--server.port", str(app_port), "--server.headless", "true",
                               "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
                   cwd=ROOT, env=app_env)

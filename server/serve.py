@@ -1,7 +1,7 @@
-"""Start the app server and its warm-up together: ``python -m ui.serve [streamlit run options]``
-(what ./lab app and deploy/ run). The warm-up thread (ui/warmup.py) loads the bundled models
-while Streamlit starts, then opens every lesson once over the server's own websocket, so the
-first students are served from warm caches."""
+"""Start the app server and its warm-up together: ``python -m server.serve [streamlit run options]``
+(what ./lab app and deploy/ run). The warm-up thread (server/warmup.py) loads the bundled models
+while Streamlit starts, then computes every lesson's shared results once per model and language,
+so the first students are served from warm caches."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ import sys
 import threading
 from pathlib import Path
 
-from ui import warmup
-from ui.heap import tune_malloc
+from server import warmup
+from server.heap import tune_malloc
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
+COALESCE_ENV = "DECODER_LAB_COALESCE"      # 0: Streamlit's own wake-ups (bench/bench_class.py compares both)
 
 
 def coalesce_wakeups() -> None:
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     from streamlit.web import cli
 
     tune_malloc()
-    coalesce_wakeups()
+    if os.environ.get(COALESCE_ENV, "1").strip() not in ("0", "false", "no"):
+        coalesce_wakeups()
     # A class: many sessions at once. Each forward pass on one torch thread, as many at once as
     # there are cores, served more students per second than one pass at a time on every core
     # (bench/bench_class.py: rerun median 10.8 -> 7.8 s with 25 students on 2 cores).

@@ -2,20 +2,23 @@
 class is not the one that pays for it:
 
 1. load every bundled model (a cold first start converts the packaged weights, up to a
-   minute; a student who arrives meanwhile sees ui.model's progress bar, not a frozen page);
-2. open every lesson once per model and language over this server's own websocket, exactly as
-   a browser would (ui.protocol): that fills the caches a student's first click would
-   otherwise fill: the per-model analyses (induction scores, vocabulary statistics, neuron
-   tables), the Try-this examples, and the runs on each language's default prompt;
+   minute; a student who arrives meanwhile sees course.model's progress bar, not a frozen page);
+2. compute, for every lesson, model and language, what the lesson's first view on that
+   language's default prompt needs: the lesson's forward pass (kept in the shared run cache)
+   and its cached analyses (induction scores, vocabulary statistics, neuron tables, the window
+   demo...). It calls the lessons' shared computations directly (course/cache/<lesson>.py),
+   the same functions the pages call, so a first view finds them ready: no page is rendered
+   and nothing goes over the network;
 3. move everything left in memory into the garbage collector's permanent generation
    (gc.freeze): the models' tokenizers and the caches are millions of objects that a full
    collection would otherwise walk again and again while students wait (with Streamlit's
    collection after every run turned off in .streamlit/config.toml).
 
-It starts when the server starts (`python -m ui.serve`, which ./lab app and deploy/ use), or
-with the first visitor's run on a server started otherwise. DECODER_LAB_WARMUP=0 turns it off
-(the tests do; models then load on first use); DECODER_LAB_WARMUP_PAGES=home,tokens opens only
-those lessons. The server's log gets a line every 20 views and one when it is done.
+It starts when the server starts (`python -m server.serve`, which ./lab app and deploy/ use), or
+with the first visitor's run on a server started otherwise (app.py). DECODER_LAB_WARMUP=0 turns
+it off (the tests do; models then load on first use); DECODER_LAB_WARMUP_PAGES=home,tokens warms
+only those lessons. The server's log gets a line per model loaded, one every 10 views, and one
+when it is done, with the seconds each part took.
 """
 
 from __future__ import annotations
@@ -25,122 +28,89 @@ import os
 import sys
 import threading
 import time
-import urllib.request
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 
-ENV = "DECODER_LAB_WARMUP"
-PAGES_ENV = "DECODER_LAB_WARMUP_PAGES"       # a comma-separated list of pages to open (default: all)
-LANGS = ("en", "zh-Hant", "zh-Hans")
-DONE_LINE = "Decoder Lab: warm-up done"     # the log line bench/bench_class.py waits for
-COLLECT_ENV = "DECODER_LAB_COLLECT_S"          # seconds between garbage collections after the warm-up (0: none)
+from server.status import COLLECT_ENV, DONE_LINE, ENV, LANGS, PAGES_ENV, _lock, _status, enabled  # noqa: F401
 
 
-@dataclass
-class Status:
-    started: float | None = None
-    views: list[tuple[str, str, str | None]] = field(default_factory=list)   # (page, lang, model) to open
-    done: int = 0
-    errors: list[str] = field(default_factory=list)
-    finished: float | None = None
-
-
-_status = Status()
-_lock = threading.Lock()
-
-
-def enabled() -> bool:
-    return os.environ.get(ENV, "1").strip() not in ("0", "false", "no", "")
-
-
-def status() -> Status:
-    return _status
-
-
-def start(base: str | None = None) -> bool:
-    """Start the warm-up thread unless it has started in this process (or is turned off).
-    ``base``: this server's URL (default: read from Streamlit's server options once it runs)."""
+def start() -> bool:
+    """Start the warm-up thread unless it has started in this process (or is turned off)."""
     with _lock:
         if _status.started is not None or not enabled():
             return False
         _status.started = time.monotonic()
-    threading.Thread(target=_run, args=(base,), daemon=True).start()
+    threading.Thread(target=_run, daemon=True, name="decoder-lab-warmup").start()
     return True
 
 
-def views() -> list[tuple[str, str, str | None]]:
-    """Every lesson once per model and language (a page without a model once per language),
-    each language on the model it starts on first (ui.shell), so the likeliest views are ready first."""
-    from ui import model as models
-    from ui import nav
-    from ui.shell import default_model
+def views() -> list[tuple[str, str, str]]:
+    """(lesson, language, model) for every lesson with something to warm, every model and every
+    language; each language on the model it starts on first (course.model.default_model), so
+    the likeliest views are ready first."""
+    from course import cache
+    from course.model import MODELS, default_model
 
     wanted = [p.strip() for p in os.environ.get(PAGES_ENV, "").split(",") if p.strip()]
-    pages = [page for page in nav.PAGES if not wanted or page in wanted]
-    pairs = [(lang, key) for lang in LANGS for key in models.MODELS]
+    pages = [page for page in cache.lessons() if not wanted or page in wanted]
+    pairs = [(lang, key) for lang in LANGS for key in MODELS]
     pairs.sort(key=lambda pair: pair[1] != default_model(pair[0]))
-    out = [(page, lang, key) for lang, key in pairs for page in pages if page not in nav.NO_MODEL]
-    return out + [(page, lang, None) for page in pages if page in nav.NO_MODEL for lang in LANGS]
+    return [(page, lang, key) for lang, key in pairs for page in pages]
 
 
-def own_base(timeout: float = 600) -> str:
-    """This server's loopback URL, once it answers its health check."""
-    from streamlit import config, runtime
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if runtime.exists():
-            address = config.get_option("server.address") or "127.0.0.1"
-            host = "127.0.0.1" if address in ("0.0.0.0", "::", "localhost") else address
-            path = (config.get_option("server.baseUrlPath") or "").strip("/")
-            base = f"http://{host}:{config.get_option('server.port')}" + (f"/{path}" if path else "")
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
-                    return base
-            except OSError:
-                pass
-        time.sleep(0.5)
-    raise TimeoutError("the server did not answer its health check")
+def _log(line: str) -> None:
+    print(f"Decoder Lab: {line}", file=sys.stderr, flush=True)
 
 
-def _run(base: str | None) -> None:
-    from ui import model as models
-    from ui.heap import release_free_heap
-    from ui.protocol import Client
+def _warm_one(view: tuple[str, str, str]) -> None:
+    from course import cache
+    from server.models import shelf
 
-    for key in models.MODELS:               # loads in the background; sessions show the progress
+    page, lang, key = view
+    try:
+        cache.warm(page, shelf(key), lang)
+    except Exception as exc:               # noqa: BLE001 - reported in the log, the server goes on
+        _status.errors.append(f"{page}/{lang}/{key}: {type(exc).__name__}: {exc}")
+    with _lock:
+        _status.done += 1
+        done = _status.done
+    if done % 10 == 0:
+        _log(f"warm-up {done} of {len(_status.views)} views")
+
+
+def _run() -> None:
+    from server.heap import release_free_heap
+    from server.models import FORWARDS, MODELS, shelf
+
+    loaded = time.monotonic()
+    for key in MODELS:                     # loads in the background; sessions show the progress
         try:
-            models._shared_model(key)
+            shelf(key)
         except Exception as exc:           # noqa: BLE001 - a missing package: its pages say so
             _status.errors.append(f"{key}: {type(exc).__name__}: {exc}")
-    todo = views()
-    _status.views = todo
+    loaded = time.monotonic() - loaded
+    _log(f"models loaded in {loaded:.0f} s")
+    warmed = time.monotonic()
     try:
-        base = base or own_base()
-        for page, lang, key in todo:
-            query = {"lang": lang, **({"model": key} if key else {})}
-            try:
-                with Client(base, timeout=600) as client:
-                    result = client.open(page, query)
-                if not result.ok:
-                    _status.errors.append(f"{page}/{lang}/{key}: {result.exceptions + result.problems or result.status}")
-            except Exception as exc:       # noqa: BLE001 - reported in the log line
-                _status.errors.append(f"{page}/{lang}/{key}: {type(exc).__name__}: {exc}")
-            _status.done += 1
-            if _status.done % 20 == 0:
-                print(f"Decoder Lab: warm-up {_status.done} of {len(todo)} views", file=sys.stderr, flush=True)
-    except Exception as exc:               # noqa: BLE001 - no server to visit (started outside one)
+        missing = {key for key in MODELS if not shelf.load(key).done.is_set() or shelf.load(key).error}
+        _status.views = [view for view in views() if view[2] not in missing]
+        # As many views at once as the server runs forward passes at once (server.models): the
+        # run cache lets only that many compute, and each view's own Python work overlaps them.
+        with ThreadPoolExecutor(max_workers=max(1, FORWARDS), thread_name_prefix="decoder-lab-warm") as pool:
+            list(pool.map(_warm_one, _status.views))
+    except Exception as exc:               # noqa: BLE001 - reported in the log line
         _status.errors.append(f"{type(exc).__name__}: {exc}")
     finally:
+        warmed = time.monotonic() - warmed
         gc.collect()
         gc.freeze()
-        release_free_heap()                # what the warm-up's own runs freed goes back (ui.heap)
+        release_free_heap()                # what the warm-up's own work freed goes back (server.heap)
         every = float(os.environ.get(COLLECT_ENV, "15") or 0)
         if every > 0:
             threading.Thread(target=_collect_every, args=(every,), daemon=True).start()
         _status.finished = time.monotonic()
         seconds = _status.finished - _status.started
-        print(f"{DONE_LINE} in {seconds:.0f} s: {_status.done} views, {len(_status.errors)} errors", file=sys.stderr,
-              flush=True)
+        _log(f"{DONE_LINE.removeprefix('Decoder Lab: ')} in {seconds:.0f} s (models {loaded:.0f} s, lessons "
+             f"{warmed:.0f} s): {_status.done} views, {len(_status.errors)} errors")
         for error in _status.errors[:10]:
             print(f"  warm-up error: {error[:300]}", file=sys.stderr, flush=True)
 
@@ -148,17 +118,17 @@ def _run(base: str | None) -> None:
 def collect_garbage() -> float:
     """Free what the lesson runs left in reference cycles, now; the seconds it took.
 
-    A page's namespace (that run's tensors, results and figures) and the functions the page
-    defines refer to each other, so it is freed only by a full collection, and one with tensors
-    in it takes two (the first lets go of tensors that PyTorch keeps alive for their Python
-    object, the second frees the rest). Streamlit's collection after every run is off (it
-    walked the whole heap: ~0.2 s of the GIL a run), and Python's own full collections come
-    rarely with a heap this size: eight classes of 25 in a row took the server from 2.6 to
-    3.4 GB; collecting every 15 s (0.2 s each), from 2.5 to 2.75 GB (bench/RESULTS_class.md)."""
+    A finished run can leave cycles behind (Streamlit's own run objects, a figure and its
+    parts), so it is freed only by a full collection, and one with tensors in it takes two
+    (the first lets go of tensors that PyTorch keeps alive for their Python object, the second
+    frees the rest). Streamlit's collection after every run is off (it walked the whole heap:
+    ~0.2 s of the GIL a run), and Python's own full collections come rarely with a heap this
+    size: eight classes of 25 in a row took the server from 2.6 to 3.4 GB; collecting every
+    15 s (0.2 s each), from 2.5 to 2.75 GB (bench/RESULTS_class.md)."""
     start = time.perf_counter()
     gc.collect()
     gc.collect()
-    from ui.heap import release_free_heap
+    from server.heap import release_free_heap
     release_free_heap()
     return time.perf_counter() - start
 
@@ -173,11 +143,3 @@ def _collect_every(seconds: float) -> None:
             continue
         collect_garbage()
         after = gc.get_count()
-
-
-def progress() -> tuple[int, int] | None:
-    """(views ready, views in all) while the page visits run, else None."""
-    s = _status
-    if s.started is None or s.finished is not None or not s.views:
-        return None
-    return s.done, len(s.views)

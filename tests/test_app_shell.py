@@ -7,17 +7,12 @@ import json
 
 import pytest
 
-from ui import i18n
+from course import i18n
+from tests._apptest import GEMMA, SMOL, url_value
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.page
 
 XSS = "<img src=x onerror=alert(1)>"
-
-
-def url_value(at, key):
-    """The app's URL parameter after the last run (None when absent)."""
-    value = at.query_params.get(key)
-    return value[-1] if isinstance(value, list) else value
 
 
 def chart(at, key: str) -> dict:
@@ -178,13 +173,13 @@ def test_sessions_do_not_share_state(open_page):
 
 def test_missing_model_package_shows_install_command(open_page, monkeypatch):
     import lesson_model
-    from ui import model
+    from course import model
 
     def missing(*args, **kwargs):
         raise lesson_model.ModelNotInstalledError()
 
     monkeypatch.setattr(lesson_model, "load_model", missing)
-    model._shared_model.clear()
+    model.shelf.clear()
     try:
         at = open_page(lang="en")
         assert not at.exception
@@ -192,12 +187,10 @@ def test_missing_model_package_shows_install_command(open_page, monkeypatch):
         assert any(e.value == i18n.catalog("en")["model.missing"].format(name=name) for e in at.error)
         assert any(lesson_model.INSTALL_COMMAND in c.value for c in at.code)
     finally:
-        model._shared_model.clear()
+        model.shelf.clear()
 
 
 # --- the model picker ----------------------------------------------------------------------------
-
-GEMMA, SMOLLM2 = "gemma-3-270m", "smollm2-135m"
 
 
 def model_of(at) -> str:
@@ -214,16 +207,16 @@ def card_title(at) -> str:
 
 def test_picker_switches_the_model_and_the_url_says_so(open_page):
     at = open_page(lang="en")
-    assert model_of(at) == SMOLLM2 and "SmolLM2" in card_title(at)
+    assert model_of(at) == SMOL and "SmolLM2" in card_title(at)
     at.selectbox(key="model_choice").select(GEMMA).run()
     assert not at.exception
     assert model_of(at) == GEMMA and "Gemma 3 270M" in card_title(at)
     assert [m.value for m in at.metric][0] == "18"
-    at.selectbox(key="model_choice").select(SMOLLM2).run()
-    assert model_of(at) == SMOLLM2 and [m.value for m in at.metric][0] == "30"
+    at.selectbox(key="model_choice").select(SMOL).run()
+    assert model_of(at) == SMOL and [m.value for m in at.metric][0] == "30"
 
 
-@pytest.mark.parametrize("lang, default", [("en", SMOLLM2), ("zh-Hant", GEMMA)])
+@pytest.mark.parametrize("lang, default", [("en", SMOL), ("zh-Hant", GEMMA)])
 @pytest.mark.parametrize("raw", ["llama-70b", "GEMMA", "<b>x</b>", ""])
 def test_bad_model_in_the_link_is_noted_and_the_default_used(open_page, lang, default, raw):
     at = open_page(lang=lang, model=raw)
@@ -236,9 +229,9 @@ def test_bad_model_in_the_link_is_noted_and_the_default_used(open_page, lang, de
     assert not [w.value for w in at.warning if "model=" in w.value]
 
 
-@pytest.mark.parametrize("raw, model", [("Gemma-3-270M", GEMMA), (" smollm2-135m ", SMOLLM2)])
+@pytest.mark.parametrize("raw, model", [("Gemma-3-270M", GEMMA), (" smollm2-135m ", SMOL)])
 def test_model_in_the_link_ignores_case_and_spaces(open_page, raw, model):
-    at = open_page(lang="zh-Hant" if model == SMOLLM2 else "en", model=raw)
+    at = open_page(lang="zh-Hant" if model == SMOL else "en", model=raw)
     assert not at.warning and model_of(at) == model       # and the URL now spells it the canonical way
 
 
@@ -249,7 +242,7 @@ def lesson_model_name(key: str) -> str:
 
 @pytest.mark.parametrize("lang, locale, model", [
     ("zh-Hant", None, GEMMA), ("zh-Hans", None, GEMMA), (None, "zh-TW", GEMMA), (None, "zh-CN", GEMMA),
-    ("en", None, SMOLLM2), (None, "en-US", SMOLLM2), (None, "de-DE", SMOLLM2), ("en", "zh-TW", SMOLLM2),
+    ("en", None, SMOL), (None, "en-US", SMOL), (None, "de-DE", SMOL), ("en", "zh-TW", SMOL),
 ])
 def test_first_model_follows_the_language(open_page, lang, locale, model):
     at = open_page(lang=lang, locale=locale)
@@ -257,7 +250,7 @@ def test_first_model_follows_the_language(open_page, lang, locale, model):
     assert model_of(at) == model
 
 
-@pytest.mark.parametrize("start, other, model", [("en", "zh-Hant", SMOLLM2), ("zh-Hant", "en", GEMMA),
+@pytest.mark.parametrize("start, other, model", [("en", "zh-Hant", SMOL), ("zh-Hant", "en", GEMMA),
                                                  ("zh-Hans", "en", GEMMA)])
 def test_changing_language_keeps_the_model(open_page, start, other, model):
     at = open_page(lang=start)
@@ -269,7 +262,7 @@ def test_changing_language_keeps_the_model(open_page, start, other, model):
     assert model_of(at) == model
 
 
-@pytest.mark.parametrize("lang, model", [("zh-Hant", SMOLLM2), ("zh-Hans", SMOLLM2), ("en", GEMMA)])
+@pytest.mark.parametrize("lang, model", [("zh-Hant", SMOL), ("zh-Hans", SMOL), ("en", GEMMA)])
 def test_a_link_model_beats_the_language_default(open_page, lang, model):
     at = open_page(lang=lang, model=model)
     assert not at.exception and not at.warning
@@ -282,31 +275,31 @@ def test_two_sessions_on_different_models_do_not_affect_each_other(open_page):
     first = open_page(lang="en", model=GEMMA)
     second = open_page(lang="en")
     second.selectbox(key="model_choice").select(GEMMA).run()
-    second.selectbox(key="model_choice").select(SMOLLM2).run()
+    second.selectbox(key="model_choice").select(SMOL).run()
     first.run()
     assert model_of(first) == GEMMA and "Gemma" in card_title(first)
-    assert model_of(second) == SMOLLM2 and "SmolLM2" in card_title(second)
-    first.selectbox(key="model_choice").select(SMOLLM2).run()
+    assert model_of(second) == SMOL and "SmolLM2" in card_title(second)
+    first.selectbox(key="model_choice").select(SMOL).run()
     first.selectbox(key="model_choice").select(GEMMA).run()
     second.run()
-    assert model_of(second) == SMOLLM2 and [m.value for m in second.metric][0] == "30"
+    assert model_of(second) == SMOL and [m.value for m in second.metric][0] == "30"
 
 
 @pytest.mark.parametrize("lang", list(i18n.LANGS))
-@pytest.mark.parametrize("model", [SMOLLM2, GEMMA])
+@pytest.mark.parametrize("model", [SMOL, GEMMA])
 def test_sidebar_says_what_the_model_is(open_page, lm, gemma, lang, model):
-    loaded = {SMOLLM2: lm, GEMMA: gemma}[model]
+    loaded = {SMOL: lm, GEMMA: gemma}[model]
     catalog = i18n.catalog(lang)
     at = open_page(lang=lang, model=model)
     assert not at.exception
     captions = " ".join(c.value for c in at.sidebar.caption)
     spec = loaded.bundled
-    assert spec.instruct == (model == SMOLLM2) and spec.reads == (("en",) if model == SMOLLM2 else ("en", "zh"))
+    assert spec.instruct == (model == SMOL) and spec.reads == (("en",) if model == SMOL else ("en", "zh"))
     kind = catalog["shell.instruct" if spec.instruct else "shell.base"]
     reads = catalog["shell.reads." + "_".join(spec.reads)]
     assert catalog["shell.model_status"].format(kind=kind, reads=reads) in captions
     total = loaded.param_counts()["total"]
-    assert total == (134_515_008 if model == SMOLLM2 else 268_098_176)
+    assert total == (134_515_008 if model == SMOL else 268_098_176)
     assert catalog["shell.model_size"].format(params=i18n.big_number(total, lang=lang),
                                                   device=loaded.device.type.upper()) in captions
     quantized = [f for f in loaded.weight_formats if f.startswith("Q")]
@@ -321,14 +314,14 @@ def test_sidebar_says_what_the_model_is(open_page, lm, gemma, lang, model):
 
 def test_missing_gemma_package_shows_its_install_command(open_page, monkeypatch):
     import lesson_model
+    from course import model
     from lesson_model import loading
-    from ui import model
 
     def not_installed():
         raise loading.ModelNotInstalledError(loading.BUNDLED[GEMMA])
 
     monkeypatch.setattr(loading, "_gemma_package", not_installed)   # what locate and cache_id read
-    model._shared_model.clear()
+    model.shelf.clear()
     try:
         at = open_page(lang="zh-Hant")
         assert not at.exception
@@ -340,18 +333,18 @@ def test_missing_gemma_package_shows_its_install_command(open_page, monkeypatch)
         assert any(command in c.value for c in at.code)
         assert not any("Traceback" in c.value for c in at.code)
         # The picker is still there: the student can go on with SmolLM2.
-        at.selectbox(key="model_choice").select(SMOLLM2).run()
+        at.selectbox(key="model_choice").select(SMOL).run()
         assert not at.exception and not at.error
-        assert model_of(at) == SMOLLM2 and [m.value for m in at.metric][0] == "30"
+        assert model_of(at) == SMOL and [m.value for m in at.metric][0] == "30"
     finally:
-        model._shared_model.clear()
+        model.shelf.clear()
 
 
 def test_sidebar_lists_every_lesson_in_the_session_language(open_page):
-    """The lesson list is built once per language for the whole process (ui.shell._page_set) and
+    """The lesson list is built once per language for the whole process (classroom.shell._page_set) and
     copied for each run: every session still gets the titles of its own language, and after a
     switch the new language's."""
-    from ui import nav
+    from course import nav
 
     def titles(at):
         return {info["url_pathname"]: info["page_name"] for info in at._registered_pages.values()}

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ui.i18n import lang_from_locale, parse_lang, placeholders
-from ui.model import CachedRun, RunCache
-from ui.text import code_span, md_escape, shorten_to_width, text_width
-from ui.tokens import axis_labels, cell_label, label, md_label, plot_label, visible
+from course.i18n import lang_from_locale, parse_lang, placeholders
+from course.text import code_span, md_escape, shorten_to_width, text_width
+from course.tokens import axis_labels, cell_label, label, md_label, plot_label, visible
+from server.models import CachedRun, RunCache
 
 
 def test_whitespace_is_made_visible():
@@ -135,7 +135,7 @@ def test_run_cache_recovers_when_a_run_fails():
 
 
 def test_bits_of_gguf_formats():
-    from ui.shell import _bits
+    from classroom.shell import _bits
     assert [_bits(f) for f in ("Q4_1", "Q4_K", "Q5_0", "Q6_K", "Q8_0", "IQ4_XS", "F16", "BF16", "F32")] == \
         [4, 4, 5, 6, 8, 4, 16, 16, 32]
     assert _bits("TQ1_0") is None
@@ -145,7 +145,7 @@ def test_at_most_scripts_lesson_scripts_run_at_once_and_the_rest_wait_their_turn
     import threading
     import time
 
-    import ui.model as M
+    import server.models as M
     slots = threading.Semaphore(2)
     monkeypatch.setattr(M, "SCRIPTS", 2)
     monkeypatch.setattr(M, "_script_slots", lambda: slots)
@@ -188,7 +188,7 @@ def test_at_most_scripts_lesson_scripts_run_at_once_and_the_rest_wait_their_turn
 
 
 def test_without_a_limit_scripts_never_wait(monkeypatch):
-    import ui.model as M
+    import server.models as M
     monkeypatch.setattr(M, "SCRIPTS", 0)
     monkeypatch.setattr(M, "_script_slots", lambda: (_ for _ in ()).throw(AssertionError("no semaphore")))
     with M.script_slot(), M.script_slot():

@@ -1,4 +1,4 @@
-"""ui.model.cached_run on the real models: what it keeps matches a plain lesson_model run, the
+"""course.model.cached_run on the real models: what it keeps matches a plain lesson_model run, the
 last position's logits are unembedded only when read, and each head's write is computed from
 hook_z at each read without growing what the shared cache holds."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ui.model import cached_run, run_cache
+from server.models import cached_run, run_cache
 
-pytestmark = pytest.mark.slow   # loads the real models (session fixtures lm, gemma)
+pytestmark = pytest.mark.parity   # lm, gemma through request.getfixturevalue: the fixtures cannot show it
 
 TEXT = "The quick brown fox jumps over the lazy dog because it"
 

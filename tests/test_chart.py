@@ -1,6 +1,6 @@
-"""ui.chart builds each figure's JSON without plotly's objects: every chart of every page, on
+"""course.figures.chart builds each figure's JSON without plotly's objects: every chart of every page, on
 both models, in English and Chinese, laptop and presenter mode, is the JSON plotly's own objects
-give for the same calls (ui.chart.use_plotly(True) builds them with plotly)."""
+give for the same calls (course.figures.chart.use_plotly(True) builds them with plotly)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from course import nav
+from course.figures import chart
+from course.figures import generation as FG
+from course.figures import tokens as FK
+from course.figures import train as FT
+from course.figures import whatif as FW
 from tests._apptest import charts, errors
-from ui import chart, nav
-from ui import figures_generation as FG
-from ui import figures_tokens as FK
-from ui import figures_train as FT
-from ui import figures_whatif as FW
-
-pytestmark = pytest.mark.slow
 
 
 def _charts(open_page, page, plotly: bool, **kw) -> dict:

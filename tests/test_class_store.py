@@ -17,9 +17,9 @@ from contextlib import contextmanager
 
 import pytest
 
+from classroom import store as cs
 from deploy.cluster import wait_for_redis
-from tests.browser.harness import free_port
-from ui import class_store as cs
+from tools.browser import free_port
 
 REDIS_SERVER = shutil.which("redis-server") or ("/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None)
 
@@ -55,7 +55,7 @@ def redis_url():
         yield url
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.server)])   # redis: a redis-server process
 def make_store(request):
     """make_store(**kwargs) -> a fresh, empty store of the parametrized kind."""
     if request.param == "memory":

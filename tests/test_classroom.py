@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import pytest
 
+from classroom import store as class_store
+from course import i18n, nav
 from tests.conftest import APP, APP_TIMEOUT
-from ui import class_store, i18n, nav
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.page
 
 PROMPT = "Follow me: the cat sat on the mat."
 

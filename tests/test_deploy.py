@@ -17,11 +17,11 @@ import urllib.request
 
 import pytest
 
+from course import i18n
 from deploy import cluster as deploy
-from ui.protocol import Client
-from ui import i18n
+from tools.protocol import Client
 
-pytestmark = [pytest.mark.slow, pytest.mark.server]
+pytestmark = pytest.mark.server
 
 if deploy.missing():
     if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
@@ -101,7 +101,7 @@ def test_a_student_on_another_process_follows_the_teacher_through_nginx():
             following = zh["classroom.following"].split("{code}")[0]
             assert any(following in text and zh["nav.tokens"] in text for text in joined.markdown), joined.markdown
             assert student.titles[-1] == zh["nav.tokens"], student.titles      # on the teacher's page
-            from ui.class_store import RedisStore
+            from classroom.store import RedisStore
             store = RedisStore.from_url(c.redis_url)
             view = store.view(code)
             assert view.page == "tokens" and view.params["prompt"] == PROMPT

@@ -19,7 +19,6 @@ def notice_lines(at):
     return [m.value for m in at.markdown if m.value.startswith("- ")]
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
 @pytest.mark.parametrize("model", MODELS)
 def test_renders_on_both_models(open_page, lang, model):
@@ -32,7 +31,6 @@ def test_renders_on_both_models(open_page, lang, model):
     assert at.button(key="post_run")
 
 
-@pytest.mark.slow
 def test_card_and_embedding_notice(open_page, lm, gemma):
     at = open_page("architecture", lang="en", model="gemma-3-270m")
     text = markdown(at)
@@ -48,7 +46,6 @@ def test_card_and_embedding_notice(open_page, lm, gemma):
     assert any(f"differ on {differ} of {len(AR.CARD_KEYS)} rows" in n for n in notice_lines(at))
 
 
-@pytest.mark.slow
 def test_url_bound_calculator_reproduces(open_page):
     at = open_page("architecture", lang="en", model="smollm2-135m", params={"arch": "llama2-70b", "n_layers": 40})
     assert not at.exception and not at.warning
@@ -76,7 +73,6 @@ def config_of_llama(layers):
     return replace(PRESETS["llama2-70b"], n_layers=layers)
 
 
-@pytest.mark.slow
 def test_bad_url_values_clamp_or_explain(open_page):
     at = open_page("architecture", lang="en", model="smollm2-135m",
                    params={"arch": "nonsense", "n_layers": 0, "d_model": "abc", "n_kv": 5})
@@ -92,7 +88,6 @@ def test_bad_url_values_clamp_or_explain(open_page):
     assert any("K/V 頭不能比查詢頭多" in w.value for w in at2.warning)
 
 
-@pytest.mark.slow
 def test_loss_notice_is_the_mean_of_one_pass(open_page, lm):
     prompt = "The cat sat on the mat. The cat sat on the mat."
     at = open_page("architecture", lang="en", model="smollm2-135m", prompt=prompt)
@@ -107,7 +102,6 @@ def test_loss_notice_is_the_mean_of_one_pass(open_page, lm):
     assert not one.exception and any("One token gives no loss" in i.value for i in one.info)
 
 
-@pytest.mark.slow
 def test_post_training_comparison(open_page, lm, gemma):
     at = open_page("architecture", lang="en", model="smollm2-135m")
     at.button(key="post_run").click().run()

@@ -4,16 +4,13 @@ controls are bound to the URL (bad values clamped with a note), and the search f
 
 from __future__ import annotations
 
-
 import math
 
 import pytest
 import torch
 
 from lesson_model.analysis import attention as A
-from tests._apptest import charts, errors, text_of, says
-
-pytestmark = pytest.mark.slow
+from tests._apptest import charts, errors, says, text_of
 
 DEFAULT = "The cat sat on the mat because it was tired. The cat"
 WAS_CAT = "The cat that I saw yesterday was"
@@ -167,7 +164,7 @@ def test_try_this_mary_is_the_models_next_word(lm):
 def test_long_prompt_charts_keep_their_size(open_page, lm):
     """A 64-token prompt: the lines view draws at most LINES_TOP keys (not a 1,500 px chart)
     and the softmax bars label only their largest weights, at a readable size."""
-    from ui import figures_attention as F
+    from course.figures import attention as F
     prompt = " ".join(["The quick brown fox jumps over the lazy dog."] * 8)
     at = open_page("attention", lang="en", prompt=prompt)
     assert not errors(at)
@@ -195,7 +192,7 @@ def test_what_if_legend_sits_in_the_room_above_100_percent(open_page):
 def test_math_blocks_are_fenced():
     """Display maths spanning lines must open and close with "$$" on lines of their own
     (remark-math reads "$$text" as a fence with meta and the rest of the page as maths)."""
-    from ui import i18n
+    from course import i18n
     for lang in i18n.LANGS:
         math = i18n.lesson_sections("attention", lang)["math"]
         for line in math.splitlines():
@@ -355,7 +352,7 @@ def test_smollm2_has_no_window(open_page):
 def test_gemma_seed_example_it_attends_to_cat(open_page, gemma, lang):
     """Try this 1 on Gemma in Chinese: the button puts the query on 它 (因为它 in Simplified,
     one token there) and the key on 貓; the search notice names the head the run finds."""
-    from ui import i18n
+    from course import i18n
     prompt = i18n.catalog(lang)["attention.gemma.try.1.prompt"]
     assert prompt == SEED[lang]
     at = open_page("attention", lang=lang, model=GEMMA, prompt="你好")
@@ -375,7 +372,7 @@ def test_gemma_seed_example_it_attends_to_cat(open_page, gemma, lang):
 @pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
 def test_gemma_try_this_targets_and_claims(gemma, lang):
     """Every Gemma Try-this: its query and key exist in the prompt's tokens; try 2's "next word"."""
-    from ui import i18n
+    from course import i18n
     cat = i18n.catalog(lang)
     for n in (1, 2, 3):
         texts = [t.text.strip() for t in gemma.tokenize(cat[f"attention.gemma.try.{n}.prompt"])]

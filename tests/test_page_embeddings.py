@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
+from course import i18n
+from course.figures.embeddings import ANALOGIES, GROUPS, MAPS
 from lesson_model.analysis import embeddings as E
-from ui import i18n
-from ui.figures_embeddings import ANALOGIES, GROUPS, MAPS
-from tests._apptest import chart, arr, says
-
-pytestmark = pytest.mark.slow
+from tests._apptest import arr, chart, says
 
 CHINESE = "狗咬人。人咬狗。"
 EMOJI = "I love 🍕 and 🐱"

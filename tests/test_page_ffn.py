@@ -10,14 +10,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from course import i18n
+from course.i18n import join_list
+from course.tokens import md_label
 from lesson_model.analysis import neurons as N
 from lesson_model.analysis import params as P
-from ui import i18n
-from ui.i18n import join_list
-from ui.tokens import md_label
 from tests._apptest import chart, errors, says
-
-pytestmark = pytest.mark.slow
 
 PAGE = "ffn"
 
@@ -129,8 +127,8 @@ def test_bad_url_values_are_clamped_with_a_note(open_page):
 
 
 def page_constant(name: str):
-    """A module-level constant of app_pages/ffn.py, read without running the page."""
-    tree = ast.parse((Path(__file__).resolve().parent.parent / "app_pages" / "ffn.py").read_text("utf-8"))
+    """A module-level constant of the lesson's cache module (course/cache/ffn.py), read without running the page."""
+    tree = ast.parse((Path(__file__).resolve().parent.parent / "course" / "cache" / "ffn.py").read_text("utf-8"))
     return next(ast.literal_eval(node.value) for node in tree.body
                 if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == name)
 
@@ -285,7 +283,7 @@ def test_strip_rows_hold_their_widest_label_and_bar_values_have_room():
     """Layout arithmetic of two FFN charts (no model): the token strip puts fewer cells in a
     row when a label is wide (a 10-cell row cut "·because" in presenter mode), and the neuron
     bars' axis leaves room beyond each bar for its value (a -5.73 ran into the tick labels)."""
-    from ui import figures_ffn as F
+    from course.figures import ffn as F
 
     assert F.strip_per_row(["·a", "·on"] * 8) == 10
     wide = F.strip_per_row(["·a", "·because"])

@@ -8,14 +8,13 @@ import json
 
 import pytest
 
+from course import i18n
+from course.text import md_escape, shorten
+from course.tokens import label, readable_texts
 from lesson_model.analysis import generation_demo as gd
 from lesson_model.analysis import kv_memory as K
 from lesson_model.speculative import speculative_generate
-from ui import i18n
-from ui.text import md_escape, shorten
-from ui.tokens import label, readable_texts
 
-pytestmark = pytest.mark.slow
 PROMPT = "The capital of France is"
 SMOLLM2, GEMMA = "smollm2-135m", "gemma-3-270m"
 FIXTURE = {SMOLLM2: "lm", GEMMA: "gemma"}

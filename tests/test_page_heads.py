@@ -3,15 +3,13 @@ model's, the controls are bound to the URL, and the KV calculator's arithmetic h
 
 from __future__ import annotations
 
-
 import pytest
 
+from course.figures.diagrams import STREAMLIT_DOT_TEXT
+from course.tokens import readable_texts
 from lesson_model.analysis import heads as H
 from lesson_model.analysis import kv_memory as K
-from tests._apptest import charts, errors, text_of, says
-from ui.tokens import readable_texts
-
-pytestmark = pytest.mark.slow
+from tests._apptest import charts, errors, says, text_of
 
 DEFAULT = "The cat sat on the mat because it was tired. The cat"
 REPEAT = "Mr and Mrs Dursley were proud. Mr and Mrs Dursley"
@@ -247,18 +245,18 @@ def test_diagrams_are_readable(open_page):
     import shutil
     import subprocess
 
-    from ui import figures_heads as F
+    from course.figures import heads as F
     at = open_page("heads", lang="en")
     diagrams = at.get("graphviz_chart")
     assert len(diagrams) == 2
     for chart in diagrams:
         sizes = {float(v) for v in re.findall(r"fontsize=([0-9.]+)", chart.proto.spec)}
-        assert sizes == {F.STREAMLIT_DOT_TEXT}
+        assert sizes == {STREAMLIT_DOT_TEXT}
     assert F.DIAGRAM_TEXT_PX >= 14
     if shutil.which("dot"):     # the estimate is close to Graphviz's own layout (so the text is ~16 px)
         class Cfg:
             d_model, n_heads, n_kv_heads, d_head = 576, 9, 3, 64
-        from ui.i18n import catalog
+        from course.i18n import catalog
         for lang in ("en", "zh-Hant", "zh-Hans"):
             cat = catalog(lang)
             tr = lambda key, **f: cat["heads." + key].format(**f)   # noqa: E731
@@ -363,7 +361,7 @@ def test_gemma_short_and_long_prompts(open_page, lang):
 
 
 def try_set(lang: str, model: str) -> list[str]:
-    from ui import i18n
+    from course import i18n
     cat = i18n.catalog(lang)
     prefix = "heads.gemma.try." if model == GEMMA else "heads.try."
     n = sorted({k[len(prefix):].split(".")[0] for k in cat if k.startswith(prefix)})

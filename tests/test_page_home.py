@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import pytest
 
+from course import i18n
 from lesson_model.analysis.tokenization import finish_characters
 from lesson_model.sampling import next_token_distribution
-from ui import i18n
 from tests._apptest import errors, text_of
-
-pytestmark = pytest.mark.slow
 
 
 def try_prompt(n: int) -> str:

@@ -4,19 +4,16 @@ and the controls are bound to the URL. Short sequences keep the tests cheap."""
 
 from __future__ import annotations
 
-
 import math
 
 import numpy as np
 import pytest
 import torch
 
+from course import i18n
+from course.tokens import readable_texts
 from lesson_model.analysis import induction as I
-from tests._apptest import arr, charts, errors, text_of, says
-from ui import i18n
-from ui.tokens import readable_texts
-
-pytestmark = pytest.mark.slow
+from tests._apptest import arr, charts, errors, says, text_of
 
 SMALL = {"len": "12", "seed": "3", "k": "4"}
 GORP = "My friend Gorp Fendleton likes tea. Gorp"

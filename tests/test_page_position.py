@@ -8,11 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from course import i18n
 from lesson_model.analysis import rope as R
-from ui import i18n
-from tests._apptest import chart, arr
-
-pytestmark = pytest.mark.slow
+from tests._apptest import arr, chart
 
 CHINESE = "貓坐在墊子上，因為牠累了。"
 EMOJI = "🐱 sat on 🧶 😀"
@@ -295,7 +293,7 @@ def test_try_numbers_turn_several_times(gemma, lm):
 def test_one_base_ladder_label_stands_above_the_short_bars():
     """The reach label of a one-base ladder hangs from the top right corner (above the slow
     pairs' short bars) with a line down to its dashed line, not on the line over taller bars."""
-    from ui.figures_position import ladder_figure
+    from course.figures.position import ladder_figure
 
     thetas = 100_000 ** (-torch.arange(32) * 2 / 64)
     periods = 2 * math.pi / thetas

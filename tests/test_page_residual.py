@@ -4,18 +4,15 @@ last row is the model's prediction, attributions sum to the logit)."""
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
+from course import i18n
+from course.tokens import plot_label
 from lesson_model.analysis import attribution as A
 from lesson_model.analysis import lens as LL
 from lesson_model.analysis import norms as NO
-from ui import i18n
 from tests._apptest import arr, chart, errors, says
-from ui.tokens import plot_label
-
-pytestmark = pytest.mark.slow
 
 PAGE = "residual"
 CHARTS = ["sum_chart", "norms_chart", "lens_chart", "rank_chart", "dla_chart", "heads_chart", "norm_chart", "grad_chart"]
@@ -297,9 +294,10 @@ def test_lens_columns_kept_by_prefix_match_the_lens_of_the_edited_prompt(open_pa
     """A prompt edited at its end reuses the lens columns of the tokens before the edit (they
     depend only on the tokens up to them, under the causal mask): every cell of the grid is
     still the lens of the new prompt, the new columns included."""
-    from ui.model import shared_lru
-    from app_pages.residual import LENS_CACHE_COLUMNS, lens_cell_columns
-    from ui.tokens import cell_label
+    from app_pages.residual import lens_cell_columns
+    from course.cache.residual import LENS_CACHE_COLUMNS
+    from course.tokens import cell_label
+    from server.models import shared_lru
     base = "The lens reads the stream after each block as if it were the last one, so the"
     open_page(PAGE, lang="en", prompt=base, model="smollm2-135m")
     kept = shared_lru("residual.lens_columns", LENS_CACHE_COLUMNS)

@@ -8,13 +8,11 @@ import re
 import pytest
 import torch
 
+from course import i18n
+from course.text import md_escape, shorten
 from lesson_model.analysis import sampling_demo as sd
 from lesson_model.sampling import next_token_distribution
-from ui import i18n
 from tests._apptest import says
-from ui.text import md_escape, shorten
-
-pytestmark = pytest.mark.slow
 
 
 def url(at, key: str):

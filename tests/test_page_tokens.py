@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-
 import pytest
 
+from course import i18n
+from course.figures.tokens import PARALLEL
 from lesson_model.analysis import tokenization as T
-from ui import i18n
-from ui.figures_tokens import PARALLEL
 from tests._apptest import chart
-
-pytestmark = pytest.mark.slow
 
 CHINESE = "我喜歡貓，因為牠們很可愛。"
 EMOJI = "I love pizza 🍕👍🏽"

@@ -10,13 +10,12 @@ import time
 import pytest
 import torch
 
+from course import i18n
+from course.figures import train as F
+from course.notices import train as N
 from lesson_model import training as T
-from lesson_model.training_jobs import DONE, shared_queue
+from server.training_queue import DONE, shared_queue
 from tests._apptest import charts, errors, text_of
-from ui import figures_train as F
-from ui import i18n
-
-pytestmark = pytest.mark.slow
 
 SHORT = {"steps": "100", "layers": "1", "seed": "4242"}      # the shortest training the limits allow
 
@@ -35,7 +34,7 @@ def no_big_model(monkeypatch):
     """The page must not ask for the pretrained model, a forward pass, or the prompt's tokens."""
     import inspect
 
-    from ui.lesson import Lesson
+    from course.lesson import Lesson
 
     def guard(original):
         def wrapper(*args, **kwargs):
@@ -50,7 +49,7 @@ def no_big_model(monkeypatch):
 
 def test_page_source_does_not_load_models():
     source = open("app_pages/train.py", encoding="utf-8").read()
-    for word in ("page.model(", "get_model", "load_model", "page.run(", "page.tokens(", "ui.model", "ui import model"):
+    for word in ("page.model(", "get_model", "load_model", "page.run(", "page.tokens(", "course.model", "ui import model"):
         assert word not in source
 
 
@@ -99,9 +98,9 @@ def test_start_trains_to_done_and_notices(open_page, no_big_model):
         assert len(figs[f"pattern_{layer}_{head}_{kind}"]["data"][0]["z"]) == T.SEQ_LEN
     assert at.select_slider(key="ckpt").value == job.result.checkpoints[-1].step
     text = text_of(at)
-    for key, fields in F.observations(job.result, T.log_vocab()):
+    for key, fields in N.observations(job.result, T.log_vocab()):
         assert i18n.catalog("en")[f"train.notice.{key}"].format(**fields) in text
-    keys = [k for k, _ in F.observations(job.result, T.log_vocab())]
+    keys = [k for k, _ in N.observations(job.result, T.log_vocab())]
     assert "none" in keys and "one_layer" in keys          # 100 steps of one layer: nothing formed
     assert at.button(key="start").disabled                  # trained: nothing to start
     # a classmate opening the same link gets it at once, from the cache
@@ -159,18 +158,18 @@ def test_try_this_sets_the_controls(open_page, no_big_model):
 # --- What to notice on real trainings -------------------------------------------------------------
 
 def _keys(result):
-    return [key for key, _ in F.observations(result, T.log_vocab())]
+    return [key for key, _ in N.observations(result, T.log_vocab())]
 
 
 @pytest.mark.timeout(3600)
 def test_notice_fixed_offset_one_layer_is_the_shortcut(trained):
     result = trained(n_layers=1, random_offset=False)
     assert result.stopped == "done"
-    obs = dict(F.observations(result, T.log_vocab()))
+    obs = dict(N.observations(result, T.log_vocab()))
     last = result.history[-1]
     assert result.shortcut is not None
     assert "shortcut" in obs, obs
-    assert result.shortcut.loss_repeat - last.loss_repeat >= F.SHORTCUT_GAP
+    assert result.shortcut.loss_repeat - last.loss_repeat >= N.SHORTCUT_GAP
     assert obs["shortcut"]["offset"] == T.FIXED_REPEAT[1] - T.FIXED_REPEAT[0]
     print(obs)
 
@@ -179,9 +178,9 @@ def test_notice_fixed_offset_one_layer_is_the_shortcut(trained):
 def test_notice_two_layers_random_offset_forms_a_head(trained):
     result = trained(n_layers=2)
     assert result.stopped == "done"
-    obs = dict(F.observations(result, T.log_vocab()))
+    obs = dict(N.observations(result, T.log_vocab()))
     assert "formed" in obs and "none" not in obs, obs
-    layer, head, score = F.best_head(result.history[-1])
+    layer, head, score = N.best_head(result.history[-1])
     assert layer >= 1 and score >= 0.6
     assert obs["formed"]["step"] == result.phase_step
     assert float(obs["loss_change"]["after"]) < float(obs["loss_change"]["before"]) - 1.0
@@ -200,52 +199,14 @@ def test_notice_one_layer_random_offset_stays_stuck(trained):
     assert max(result.history[-1].induction) < 0.2
 
 
-# --- the observations' logic on made-up histories (fast) ------------------------------------------------
-
-def _progress(step, ind, prev=(0.1, 0.1), loss_repeat=4.0, best=(0, 0), prev_heads=(0, 0)):
-    return T.Progress(step=step, steps=100, elapsed_s=step / 10, loss=4.0, loss_repeat=loss_repeat,
-                      induction=list(ind), prev_token=list(prev), best_heads=list(best), prev_heads=list(prev_heads))
-
-
-def _result(history, settings=T.TrainSettings(steps=100), stopped="done", shortcut=None):
-    ckpt = T.Checkpoint(step=history[-1].step, probe=[0] * T.SEQ_LEN, patterns={}, repeat=T.FIXED_REPEAT)
-    return T.TrainResult(settings=settings, history=history, checkpoints=[ckpt], phase_step=T.phase_change(history),
-                         stopped=stopped, seconds=1.0, steps_done=history[-1].step, shortcut=shortcut)
-
-
-def test_observations_formed_names_the_head_and_the_losses():
-    history = [_progress(0, (0.05, 0.05)), _progress(25, (0.1, 0.1), loss_repeat=3.9),
-               _progress(50, (0.1, 0.5), prev=(0.7, 0.1), loss_repeat=2.0, best=(0, 3), prev_heads=(2, 0)),
-               _progress(75, (0.1, 0.8), prev=(0.8, 0.1), loss_repeat=0.5, best=(1, 3), prev_heads=(2, 0))]
-    obs = dict(F.observations(_result(history), 4.16))
-    assert obs["formed"] == dict(step=50, seconds="5", head="1.3", before="10%", after="80%")
-    assert obs["loss_change"] == dict(step=25, before="3.90", after="0.50", guess="4.16")
-    assert obs["prev_head"] == dict(head="0.2", score="80%", induction="1.3")
-    assert "none" not in obs and "shortcut" not in obs
-
-
-def test_observations_none_time_and_shortcut():
-    history = [_progress(0, (0.05,), prev=(0.1,)), _progress(25, (0.1,), prev=(0.1,), loss_repeat=3.0)]
-    fixed = T.TrainSettings(n_layers=1, random_offset=False, steps=100)
-    sc = _progress(25, (0.04,), prev=(0.1,), loss_repeat=4.1)
-    obs = dict(F.observations(_result(history, fixed, stopped="time", shortcut=sc), 4.16))
-    assert obs["time"] == dict(done=25, steps=100, seconds="1")
-    assert obs["none"]["score"] == "10%" and obs["none"]["last"] == "3.00"
-    assert "one_layer" not in obs                  # that sentence is about random offsets
-    assert obs["shortcut"] == dict(here="3.00", there="4.10", score="4%", offset=T.FIXED_REPEAT[1] - T.FIXED_REPEAT[0])
-    sc_close = _progress(25, (0.04,), prev=(0.1,), loss_repeat=3.2)
-    obs = dict(F.observations(_result(history, fixed, shortcut=sc_close), 4.16))
-    assert "shortcut_weak" in obs and "shortcut" not in obs
-
-
 def test_the_shell_loads_no_model_for_the_training_lab(open_page, monkeypatch):
     """A cold server does not spend a model load on a student who opens /train first."""
-    import ui.shell
+    import classroom.shell
 
     def refuse(*args, **kwargs):
         raise AssertionError("the shell loaded a bundled model for /train")
 
-    monkeypatch.setattr(ui.shell, "get_model", refuse)
+    monkeypatch.setattr(classroom.shell, "get_model", refuse)
     at = open_page("train", lang="zh-Hant", model="gemma-3-270m")   # (its first run, on home, refuses)
     assert not errors(at), "the /train run itself must not ask for a model"
     assert at.title[0].value == i18n.catalog("zh-Hant")["nav.train"]

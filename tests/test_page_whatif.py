@@ -8,9 +8,7 @@ import pytest
 
 from lesson_model.analysis import whatif as A
 from lesson_model.whatif import Switches
-from tests._apptest import arr, chart, charts, errors, text_of, says
-
-pytestmark = pytest.mark.slow
+from tests._apptest import arr, chart, charts, errors, says, text_of
 
 SMOL, GEMMA = "smollm2-135m", "gemma-3-270m"
 SHORT = "The cat sat on the mat. The cat"

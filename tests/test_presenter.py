@@ -1,4 +1,4 @@
-"""Presenter mode (?present=1), "Share this view" and chart downloads, in AppTest (ui/presenter.py).
+"""Presenter mode (?present=1), "Share this view" and chart downloads, in AppTest (classroom/presenter.py).
 
 The real-browser side (font sizes at 1024x768, the menu hidden, no horizontal overflow) is in
 tests/browser/test_presenter_browser.py.
@@ -14,10 +14,10 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 import segno
 
+from classroom import presenter, qr
+from course import i18n, nav
+from tests._apptest import errors, url_value
 from tests.conftest import APP, APP_TIMEOUT
-from ui import i18n, nav, presenter, qr
-
-pytestmark = pytest.mark.slow
 
 BASE = "https://class.example.org:8443/course"
 XSS = "<img src=x onerror=alert(1)> **bold** [link](http://evil) $x$"
@@ -26,34 +26,25 @@ XSS = "<img src=x onerror=alert(1)> **bold** [link](http://evil) $x$"
 @pytest.fixture
 def present(warm_app):
     """present(page, params=..., lang=..., url=...) -> AppTest opened on ``page`` like a browser at
-    ``url/<page>?present=1&...`` (st.context.url is what the browser reports)."""
+    ``url/<page>?present=1&...`` (st.context.url is what the browser reports): its first run is
+    the page's, as open_page's (tests/conftest.py)."""
     from streamlit.testing.v1 import AppTest
 
     def _open(page: str = nav.HOME, *, lang: str = "en", params: dict | None = None, prompt: str | None = None,
               model: str | None = "smollm2-135m", url: str | None = BASE, present: str | None = "1"):
         at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
-        at.context["url"] = url + "/" if url else None
         for key, value in (("lang", lang), ("model", model), ("prompt", prompt), ("present", present)):
             if value is not None:
                 at.query_params[key] = value
-        at.run()
-        if page != nav.HOME:
-            for key, value in (params or {}).items():
-                at.query_params[key] = str(value)
+        for key, value in (params or {}).items():
+            at.query_params[key] = str(value)
+        if page == nav.HOME:
+            at.context["url"] = url + "/" if url else None
+        else:
             at.switch_page(nav.page_file(page))
             at.context["url"] = f"{url}/{page}" if url else None
-            at.run()
-        return at
+        return at.run()
     return _open
-
-
-def url_value(at, key):
-    value = at.query_params.get(key)
-    return value[-1] if isinstance(value, list) else value
-
-
-def errors(at) -> list[str]:
-    return [e.value for e in at.exception]
 
 
 def title(at) -> str:
@@ -249,7 +240,7 @@ def test_chart_download_options(present):
 
 
 def test_present_mode_enlarges_chart_text(present):
-    from ui import theme
+    from course import theme
     normal = present("attention", present=None)
     big = present("attention")
     for at, low in ((normal, 10), (big, theme.PRESENT_MIN_PX)):

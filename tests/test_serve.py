@@ -1,4 +1,4 @@
-"""ui/serve.py's changes to how the server process runs (the server itself is started by
+"""server/serve.py's changes to how the server process runs (the server itself is started by
 tests/test_server_load.py and the browser tests)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from streamlit.runtime.app_session import AppSession
 from streamlit.runtime.runtime import Runtime
 
-from ui import heap, serve
+from server import heap, serve
 
 
 class FakeLoop:
@@ -107,12 +107,12 @@ def _rss_anon_mb() -> float:
     raise AssertionError("no RssAnon in /proc/self/status")
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.skipif(heap._libc() is None, reason="glibc's malloc_trim is Linux only")
 def test_the_tokenizer_parse_leaves_freed_pages_that_release_free_heap_gives_back(gemma):
     """Reading Gemma's tokenizer goes through some 290 MB of short-lived allocations; after it,
-    glibc keeps most of the freed pages until malloc_trim (ui.heap.release_free_heap, which
-    ui.model calls after each model load)."""
+    glibc keeps most of the freed pages until malloc_trim (server.heap.release_free_heap, which
+    course.model calls after each model load)."""
     from tokenizers import Tokenizer
 
     from lesson_model.loading import bundled_cache_folder

@@ -11,7 +11,7 @@ in as many rounds as it takes to open every page: no session may get an exceptio
 and every run must finish.
 
 Loopback only; every wait is bounded; the server is stopped by its own pid. The sessions
-speak Streamlit's websocket protocol through ui/protocol.py.
+speak Streamlit's websocket protocol through tools/protocol.py.
 
 For experiments: DECODER_LAB_LOAD_SESSIONS (default 10) and DECODER_LAB_LOAD_PAGES (a comma
 separated list of page ids, default every page).
@@ -23,13 +23,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+
 import pytest
 
-from tests.browser.harness import streamlit_server
-from ui.protocol import Client
-from ui import nav
+from course import nav
+from tools.browser import streamlit_server
+from tools.protocol import Client
 
-pytestmark = [pytest.mark.slow, pytest.mark.server]
+pytestmark = pytest.mark.server
 
 SESSIONS = int(os.environ.get("DECODER_LAB_LOAD_SESSIONS", "10"))
 PAGES = [p for p in os.environ.get("DECODER_LAB_LOAD_PAGES", ",".join(nav.PAGES)).split(",") if p]

@@ -1,4 +1,4 @@
-"""ui.theme's layout rules that keep chart text inside its chart (no model, no server): long
+"""course.theme's layout rules that keep chart text inside its chart (no model, no server): long
 subplot titles and legend entries are broken into lines, legends under a plot hang from their
 y, and presenter mode grows heights, lowers legends and fits fewer title characters. The
 browser tests (tests/browser/test_presenter_browser.py) check the drawn result."""
@@ -9,14 +9,17 @@ import plotly.graph_objects as go
 import pytest
 from plotly.subplots import make_subplots
 
-from ui import presenter, theme
+from course import theme
+from course.figures import style
 
 LONG = "after: divided by its size (learned weights left out of this comparison)"
 
 
 @pytest.fixture
 def presenting(monkeypatch):
-    monkeypatch.setattr(presenter, "active", lambda: True)
+    token = style._VIEW.set(style.View(presenting=True))
+    yield
+    style._VIEW.reset(token)
 
 
 def lines(text: str) -> list[str]:
@@ -26,7 +29,7 @@ def lines(text: str) -> list[str]:
 def test_the_residual_norm_chart_breaks_its_long_subplot_title():
     """plotly never breaks a subplot title: the norm chart's second one ran past a laptop's
     column; it is broken at the chart's title width."""
-    from ui.figures_residual import norm_compare_figure
+    from course.figures.residual import norm_compare_figure
 
     names = {"ln.before": "before: the residual vector", "ln.after": LONG}
     fig = norm_compare_figure(lambda key, **kw: names.get(key, key), [0.0, 1.0], [0.0, 1.0], [0.0, 1.0], "t")
@@ -86,14 +89,14 @@ def busy_figure() -> go.Figure:
 def test_the_styled_json_is_what_plotly_validates_unchanged(monkeypatch, present):
     """style() writes the look into the figure's JSON without plotly's validators (they cost
     13 ms a figure): plotly's validators must accept the result and change nothing."""
-    monkeypatch.setattr(presenter, "active", lambda: present)
+    monkeypatch.setattr(style, "view", lambda: style.View(presenting=present))
     spec = theme.style(busy_figure(), height=500)
     assert go.Figure(spec).to_dict() == spec
 
 
 @pytest.mark.parametrize("present", [False, True])
 def test_style_sizes_every_axis_title_and_legend(monkeypatch, present):
-    monkeypatch.setattr(presenter, "active", lambda: present)
+    monkeypatch.setattr(style, "view", lambda: style.View(presenting=present))
     before = busy_figure().to_dict()["layout"]
     layout = theme.style(busy_figure(), height=500)["layout"]
     px = theme.font_px
@@ -132,10 +135,32 @@ def test_titles_break_by_chinese_line_rules(title):
     (（「...), at any width; nothing is lost or reordered, and no line runs past the width
     (or past its one piece that is wider)."""
     title = title.replace("<bos>", "bos")                 # wrap_title leaves markup alone
-    widest = max(theme.width_units(piece) for piece, space in theme._pieces(title) if not space)
+    widest = max(theme.width_units(piece) for piece, space in style._pieces(title) if not space)
     for width in range(8, theme.width_units(title) + 1):
         lines = theme.wrap_title(title, width).split("<br>")
         assert " ".join(lines).replace(" ", "") == title.replace(" ", ""), (width, lines)
-        assert not any(line[0] in theme._CLOSING for line in lines[1:]), (width, lines)
-        assert not any(line[-1] in theme._OPENING for line in lines[:-1]), (width, lines)
+        assert not any(line[0] in style._CLOSING for line in lines[1:]), (width, lines)
+        assert not any(line[-1] in style._OPENING for line in lines[:-1]), (width, lines)
         assert all(theme.width_units(line) <= max(width, widest) for line in lines), (width, lines)
+
+
+def test_one_sessions_view_never_reaches_another_sessions_charts():
+    """Each session's script runs in its own thread; a View set in one (presenter mode, Chinese)
+    is not what a figure built in another thread sees."""
+    import threading
+
+    seen = {}
+
+    def session(name, view):
+        if view is not None:
+            style.set_view(view)
+        seen[name] = (style.view(), theme.font_px(16), style.font_family())
+
+    teacher = threading.Thread(target=session, args=("teacher", style.View(lang="zh-Hant", presenting=True)))
+    teacher.start()
+    teacher.join()
+    student = threading.Thread(target=session, args=("student", None))
+    student.start()
+    student.join()
+    assert seen["teacher"][0].presenting and seen["teacher"][1] > 16 and "TC" in seen["teacher"][2]
+    assert seen["student"] == (style.View(), 16, style.FONTS["en"])

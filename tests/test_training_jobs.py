@@ -1,4 +1,4 @@
-"""The Training lab's class queue (lesson_model/training_jobs.py): one training at a time,
+"""The Training lab's class queue (server/training_queue.py): one training at a time,
 results shared by settings, watchers, heartbeats, cancel, failures. A fake train function
 stands in for lesson_model.training.train (same event types by name), so these run in
 milliseconds; one test at the end runs the real thing, a few steps."""
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from lesson_model.training_jobs import CANCELLED, DONE, FAILED, QUEUED, RUNNING, TrainQueue
+from server.training_queue import CANCELLED, DONE, FAILED, QUEUED, RUNNING, TrainQueue
 
 
 @dataclass(frozen=True)

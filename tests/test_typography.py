@@ -1,5 +1,5 @@
 """Chinese typography and terminology, checked on every string a Chinese learner reads
-(catalogs and lesson sections, after the line-joining step), per GLOSSARY.md: full-width
+(catalogs and lesson sections, after the line-joining step), per docs/GLOSSARY.md: full-width
 punctuation, no space around it, 「……」, no Markdown italics on Chinese, lists with 「、」,
 and one term per concept (the variant spellings the Chinese review found fail here)."""
 
@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from ui import i18n
+from course import i18n
 from tests.test_i18n import catalog_files, lesson_files, load_catalog
 
 CJK = "\u3400-\u9fff"

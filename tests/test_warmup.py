@@ -1,5 +1,7 @@
-"""The server's start-up warm-up (ui/warmup.py) and what a student sees while a cold server
-loads its model (ui/model.py's progress bar), on real servers over the websocket."""
+"""The server's start-up warm-up (server/warmup.py): what it computes is exactly what a lesson's
+first view reads (a warmed lesson opens without a forward pass), and on a real server it logs
+its time; and what a student sees while a cold server loads its model (course/model.py's
+progress bar), over the websocket."""
 
 from __future__ import annotations
 
@@ -12,23 +14,49 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import harness
-from ui import i18n, nav, warmup
-from ui import model as models
-from ui.protocol import Client
-from ui.shell import default_model
+from course import cache, i18n, nav
+from course import model as models
+from course.model import default_model
+from server import warmup
+from server.models import run_cache
+from tools import browser as harness
+from tools.protocol import Client
+
+WARMED = [page for page in nav.PAGES if page not in nav.NO_MODEL]
+
+
+def test_every_lesson_that_runs_a_model_has_a_warm_up_and_the_lab_without_one_has_none():
+    assert cache.lessons() == WARMED
+    assert all(cache.warmer(page) is None for page in nav.NO_MODEL)
 
 
 def test_views_cover_every_lesson_model_and_language_default_models_first(monkeypatch):
     monkeypatch.delenv(warmup.PAGES_ENV, raising=False)
     views = warmup.views()
-    with_model = [p for p in nav.PAGES if p not in nav.NO_MODEL]
-    assert len(views) == len(set(views)) == len(with_model) * len(models.MODELS) * 3 + len(nav.NO_MODEL) * 3
-    assert {(p, lang, m) for p in with_model for lang in warmup.LANGS for m in models.MODELS} <= set(views)
-    first = views[:3 * len(with_model)]                      # each language on the model it starts on
+    assert len(views) == len(set(views)) == len(WARMED) * len(models.MODELS) * 3
+    assert {(p, lang, m) for p in WARMED for lang in warmup.LANGS for m in models.MODELS} == set(views)
+    first = views[:3 * len(WARMED)]                      # each language on the model it starts on
     assert {(lang, m) for _, lang, m in first} == {(lang, default_model(lang)) for lang in warmup.LANGS}
     monkeypatch.setenv(warmup.PAGES_ENV, "home, train")
-    assert {p for p, _, _ in warmup.views()} == {"home", "train"}
+    assert {p for p, _, _ in warmup.views()} == {"home"}
+
+
+@pytest.mark.page
+@pytest.mark.parametrize("page, lang, model", [
+    *[(page, "en", "smollm2-135m") for page in WARMED],
+    *[(page, "zh-Hant", "gemma-3-270m") for page in WARMED],
+])
+def test_a_warmed_lesson_opens_without_a_forward_pass(open_page, models, page, lang, model):
+    """The warm-up computes what the lesson's first view reads: after warm(), opening the lesson
+    on that language's default prompt and model runs the model no more (every run it asks for is
+    in the shared run cache; its cached analyses are Streamlit's cache_data, filled by the same
+    functions)."""
+    run_cache().clear()
+    cache.warm(page, models[model], lang)
+    before = run_cache().computed
+    at = open_page(page, lang=lang, model=model)
+    assert not at.exception, [e.value for e in at.exception]
+    assert run_cache().computed == before, f"{page} ran the model on its first view after the warm-up"
 
 
 def test_load_progress_moves_forward_through_the_stages():
@@ -41,7 +69,7 @@ def test_load_progress_moves_forward_through_the_stages():
     assert seen == sorted(seen) and 0 <= seen[0] < seen[-1] < 1
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_server_warms_itself_up_and_logs_it():
     log = Path(tempfile.mkdtemp(prefix="warmup-test-")) / "server.log"
     env = {warmup.ENV: "1", warmup.PAGES_ENV: "home,train"}
@@ -51,14 +79,15 @@ def test_server_warms_itself_up_and_logs_it():
             assert time.monotonic() < deadline, log.read_text()[-3000:]
             time.sleep(0.5)
         line = next(x for x in log.read_text().splitlines() if x.startswith(warmup.DONE_LINE))
-        # home in 3 languages x 2 models, and the training lab (no model) in 3 languages
-        assert line.endswith(": 9 views, 0 errors"), line
+        # home in 3 languages x 2 models (the training lab runs no bundled model: nothing to warm)
+        assert line.endswith(": 6 views, 0 errors"), line
+        assert "(models " in line and " s, lessons " in line, line          # where the time went
         with Client(base, timeout=120) as client:         # both models are loaded: no progress bar
             result = client.open("home", {"lang": "zh-Hant"})
         assert result.ok and result.progress == []
 
 
-@pytest.mark.slow
+@pytest.mark.server
 def test_students_on_a_cold_server_see_the_model_load_progress():
     """A fresh cache: the first start converts SmolLM2's packaged weights (tens of seconds).
     Two students who arrive then both see a progress bar that moves and says what is done,
@@ -92,7 +121,7 @@ def test_students_on_a_cold_server_see_the_model_load_progress():
 
 
 def test_collect_garbage_frees_a_finished_pages_namespace():
-    """A page's namespace and the functions it defines form a cycle: with the automatic
+    """A script's namespace and the functions it defines form a cycle: with the automatic
     collector off it outlives the run, holding its tensors, until collect_garbage."""
     gc.disable()
     try:

@@ -42,8 +42,8 @@ def manual_logits(decoder, ids, skip: int | None = None) -> torch.Tensor:
         resid = decoder.embed(x)
         for layer, block in enumerate(decoder.blocks):
             if layer != skip:
-                resid = block(resid, decoder.rope_for(layer), positions, hooks, layer)
-        return decoder.ln_final(resid, hooks, "ln_final") @ decoder.W_U
+                resid = block(resid, decoder.rope_for(layer), positions, hooks)
+        return decoder.ln_final(resid, hooks) @ decoder.W_U
 
 
 def close(a, b, tol=1e-4):
@@ -218,7 +218,7 @@ def test_no_qk_norm_on_tiny_gemma(tiny_gemma):
     plain = copy.deepcopy(lm.decoder)              # independent: QK-norms that divide by 1
     for block in plain.blocks:
         for norm in (block.attn.q_norm, block.attn.k_norm):
-            norm.forward = (lambda x, hooks, name, norm=norm: x * norm.weight)
+            norm.forward = (lambda x, hooks, norm=norm: x * norm.weight)
     close(broken.logits, manual_logits(plain, ids))
 
 
@@ -309,7 +309,7 @@ def test_read_runs_matches_whole_logits(small, monkeypatch):
 
 # --------------------------------------------------------------------------- the real models
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_real_models_switches(models):
     for key, lm in models.items():
         cfg = lm.cfg
@@ -326,7 +326,7 @@ def test_real_models_switches(models):
               lm.run(shuffled, names=[]).logits, 1e-3)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_switches(gemma):
     ids = gemma.encode("貓坐在墊子上，因為它累了。貓")
     assert len(ids) < gemma.cfg.sliding_window
@@ -339,7 +339,7 @@ def test_gemma_switches(gemma):
     assert not cmp.window_matters and cmp.kl < 1e-4
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("key,prompt", [("smollm2-135m", "The cat sat on the mat because it was tired. The cat"),
                                         ("gemma-3-270m", "The cat sat on the mat because it was tired. The cat"),
                                         ("gemma-3-270m", "貓坐在墊子上，因為它累了。貓")])
@@ -351,7 +351,7 @@ def test_no_mask_collapses_the_loss_on_the_default_prompts(models, key, prompt):
     assert cmp.future_weight > 0.1
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_norms_off_overflows(models):
     """Without any norm the stream grows block after block until float32 overflows (the page says where)."""
     for lm in models.values():
@@ -369,13 +369,13 @@ def catalog_tries(lang: str, tag: str) -> list[dict]:
 TRY_CASES = [(lang, key) for lang in ("en", "zh-Hant", "zh-Hans") for key in ("smollm2-135m", "gemma-3-270m")]
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("lang,key", TRY_CASES)
 def test_try_this_claims_hold(models, lang, key):
     """Each Try-this "why" on each model: no mask -> the loss falls; shuffle -> several nats more;
     no RoPE -> the loss rises; skip block 0 -> the top guess lost (en) / far worse than a middle
     block (zh), where skipping a middle block keeps it."""
-    from ui.model import MODEL_TAGS
+    from course.model import MODEL_TAGS
     lm = models[key]
     mid = lm.cfg.n_layers // 2
     for example in catalog_tries(lang, MODEL_TAGS[key]):

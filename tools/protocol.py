@@ -1,6 +1,6 @@
 """A Streamlit session driven over its websocket, as the browser drives it (no browser).
 
-Used by the server's own warm-up (ui/warmup.py: it opens every lesson once at start-up),
+Used by the server's own warm-up (server/warmup.py: it opens every lesson once at start-up),
 tests/test_server_load.py (a class opening pages at once) and bench/bench_class.py (latency of
 a class). Streamlit is pinned (requirements.txt) and this speaks its 1.67
 protocol: a BackMsg.rerun_script with the page's url_path as page_name (and widget states
@@ -55,7 +55,7 @@ class Client:
     def __init__(self, base: str, timeout: float = 300.0, cookie: str | None = None):
         """``cookie``: a Cookie header's value to send with the websocket handshake (a load
         balancer's sticky-route cookie, say)."""
-        import websocket   # websocket-client, pinned in requirements.txt
+        import websocket  # websocket-client, pinned in requirements.txt
 
         self.timeout = timeout
         url = base.replace("http://", "ws://", 1) + "/_stcore/stream"

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ui import chart as go
-
-from ui import theme
-from ui.figures_residual import diagram_font
+from course.figures import chart as go
+from course.figures import style
+from course.figures.diagrams import diagram_font
 
 T = Callable[..., str]
 PARTS = ("embedding", "attention", "mlp", "norms")
-PART_COLOURS = dict(zip(PARTS, (theme.OKABE_ITO[0], theme.OKABE_ITO[4], theme.OKABE_ITO[1], theme.OKABE_ITO[2])))
+PART_COLOURS = dict(zip(PARTS, (style.OKABE_ITO[0], style.OKABE_ITO[4], style.OKABE_ITO[1], style.OKABE_ITO[2])))
 
 
 def split_figure(tr: T, names: Sequence[str], parts: Sequence[dict], counts_text: Callable[[int], str]) -> go.Figure:
@@ -38,13 +37,13 @@ def split_figure(tr: T, names: Sequence[str], parts: Sequence[dict], counts_text
 
 def loss_figure(tr: T, labels: Sequence[str], losses: Sequence[float], mean: float) -> go.Figure:
     """The loss at every position (x: the token it had to predict), with the mean as a line."""
-    fig = go.Figure(go.Bar(x=list(labels), y=list(losses), marker_color=theme.OKABE_ITO[3],
+    fig = go.Figure(go.Bar(x=list(labels), y=list(losses), marker_color=style.OKABE_ITO[3],
                            hovertemplate="%{x}: %{y:.2f}<extra></extra>"),
                     layout=dict(shapes=[dict(type="line", xref="paper", x0=0, x1=1, y0=mean, y1=mean,
-                                             line=dict(color=theme.OKABE_ITO[0], dash="dash", width=2))],
+                                             line=dict(color=style.OKABE_ITO[0], dash="dash", width=2))],
                                 annotations=[dict(xref="paper", x=1, y=mean, xanchor="right", yanchor="bottom",
                                                   showarrow=False, text=tr("loss.mean_label", mean=f"{mean:.2f}"),
-                                                  font=dict(color=theme.OKABE_ITO[0]))]))
+                                                  font=dict(color=style.OKABE_ITO[0]))]))
     fig.update_layout(title=tr("loss.title"))
     fig.update_xaxes(title=tr("loss.x"), type="category")
     fig.update_yaxes(title=tr("loss.y"), rangemode="tozero")

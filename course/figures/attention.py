@@ -1,21 +1,20 @@
 """Figures for the attention lesson (app_pages/attention.py). Each builder takes plain numbers,
 already-escaped token labels and ``tr`` (the page's translation function), and returns a
-plotly Figure; the page draws it with ui.theme.plot."""
+plotly Figure; the page draws it with course.theme.plot."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ui import chart as go
-from ui.chart import make_subplots
-
-from ui import theme
+from course.figures import chart as go
+from course.figures import style
+from course.figures.chart import make_subplots
 
 Tr = Callable[..., str]
 GREY = "#9ca3af"
-QUERY_COLOUR = theme.OKABE_ITO[3]      # vermillion: the query token, everywhere on the page
-KEY_COLOUR = theme.OKABE_ITO[0]        # blue: keys, scores, weights
-SCALE_OFF_COLOUR = theme.OKABE_ITO[1]  # orange: the what-if without the scale
+QUERY_COLOUR = style.OKABE_ITO[3]      # vermillion: the query token, everywhere on the page
+KEY_COLOUR = style.OKABE_ITO[0]        # blue: keys, scores, weights
+SCALE_OFF_COLOUR = style.OKABE_ITO[1]  # orange: the what-if without the scale
 
 
 def _vec_hover(tr: Tr) -> str:
@@ -60,7 +59,7 @@ def qk_figure(q: Sequence[float], keys: Sequence[Sequence[float]], key_labels: l
     bound = max(max(abs(float(v)) for v in q), max(abs(float(v)) for row in keys for v in row)) or 1.0
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06,
                         row_heights=[1.4 / (n + 1.4), n / (n + 1.4)])
-    common = dict(colorscale=theme.DIVERGING, zmid=0, zmin=-bound, zmax=bound, xgap=0, ygap=1)
+    common = dict(colorscale=style.DIVERGING, zmid=0, zmin=-bound, zmax=bound, xgap=0, ygap=1)
     fig.add_trace(go.Heatmap(z=[list(map(float, q))], x=list(range(d)), y=[query_label], showscale=False,
                              hovertemplate=_vec_hover(tr), **common), 1, 1)
     fig.add_trace(go.Heatmap(z=[list(map(float, row)) for row in keys], x=list(range(d)), y=key_labels,
@@ -97,7 +96,7 @@ def score_steps_figure(raw: Sequence[float], scaled: Sequence[float], weights: S
         fig.add_trace(go.Bar(x=xs, y=values, marker_color=colours, showlegend=False,
                              text=weight_texts(values) if row == 4 else None,
                              textposition="outside", cliponaxis=False, constraintext="none",
-                             textfont=dict(size=theme.FONT_SIZE - 2),
+                             textfont=dict(size=style.FONT_SIZE - 2),
                              hovertemplate=f"%{{x}}: %{{y:{fmt}}}<extra></extra>"), row, 1)
     if future:
         fig.add_trace(go.Scatter(x=[labels[i] for i in future], y=[0] * len(future), mode="text",
@@ -108,7 +107,7 @@ def score_steps_figure(raw: Sequence[float], scaled: Sequence[float], weights: S
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=labels, tickangle=-45 if n > 12 else 0)
     fig.update_xaxes(title=tr("fig.keys_axis"), row=4, col=1)
     # room above the first subplot title (no figure title): the 20 px default cut its top in presenter mode
-    fig.update_layout(margin=dict(l=10, r=10, b=10, t=theme.room_above_subplot_titles()))
+    fig.update_layout(margin=dict(l=10, r=10, b=10, t=style.room_above_subplot_titles()))
     return fig
 
 
@@ -120,7 +119,7 @@ def weighted_sum_figure(weighted: Sequence[Sequence[float]], z: Sequence[float],
     ys = [f"{lab} × {float(w):.0%}" for lab, w in zip(key_labels, weights)] + [tr("fig.z_row")]
     bound = max(abs(v) for r in rows for v in r) or 1.0
     d = len(z)
-    fig = go.Figure(go.Heatmap(z=rows, x=list(range(d)), y=ys, colorscale=theme.DIVERGING, zmid=0,
+    fig = go.Figure(go.Heatmap(z=rows, x=list(range(d)), y=ys, colorscale=style.DIVERGING, zmid=0,
                                zmin=-bound, zmax=bound, ygap=1,
                                colorbar=dict(title=dict(text=tr("fig.value"), side="right"), thickness=14),
                                hovertemplate="%{y}, %{x}: %{z:.3f}<extra></extra>"))
@@ -137,7 +136,7 @@ def pattern_figure(pattern: Sequence[Sequence[float]], labels: list[str], query:
     outlined (none if query is None). The upper triangle is empty: the causal mask."""
     n = len(labels)
     z = [[float(pattern[i][j]) if j <= i else None for j in range(n)] for i in range(n)]
-    fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1,
+    fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, colorscale=style.SEQUENTIAL, zmin=0, zmax=1,
                                colorbar=dict(title=dict(text=tr("fig.weight"), side="right"), tickformat=".0%",
                                              thickness=14),
                                hovertemplate=(f"{tr('fig.queries_axis')}: %{{y}}<br>{tr('fig.keys_axis')}: %{{x}}<br>"
@@ -209,7 +208,7 @@ def scale_figure(w_scaled: Sequence[float], w_unscaled: Sequence[float], labels:
     fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, 1.4],
                      tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
     # labels tilted past 12 tokens, or fewer where presenter mode draws them larger (9 at 21 px)
-    tilt = len(xs) > 12 * theme.FONT_SIZE / theme.font_px(theme.FONT_SIZE)
+    tilt = len(xs) > 12 * style.FONT_SIZE / style.font_px(style.FONT_SIZE)
     fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if tilt else 0)
     return fig
 
@@ -243,7 +242,7 @@ def cost_figure(lengths: Sequence[int], attention: Sequence[float], linear: Sequ
                     hovertemplate=_cost_hover(tr))
     if sliding is not None:
         fig.add_scatter(x=list(lengths), y=[a / 1e9 for a in sliding], name=tr("fig.cost_sliding", w=f"{window:,}"),
-                        line=dict(color=theme.OKABE_ITO[2], width=3, dash="dot"), hovertemplate=_cost_hover(tr))
+                        line=dict(color=style.OKABE_ITO[2], width=3, dash="dot"), hovertemplate=_cost_hover(tr))
     fig.add_scatter(x=list(lengths), y=[b / 1e9 for b in linear], name=tr("fig.cost_linear"),
                     line=dict(color=KEY_COLOUR, width=3, dash="dash"),
                     hovertemplate=_cost_hover(tr))
@@ -253,8 +252,8 @@ def cost_figure(lengths: Sequence[int], attention: Sequence[float], linear: Sequ
         fig.add_vline(x=crossover, line=dict(color=GREY, dash="dot"),
                       annotation_text=tr("fig.crossover", n=f"{crossover:,}"),
                       annotation_position="top left" if crossover > lengths[-1] / 2 else "top right",
-                      annotation_yshift=-round(theme.font_px(theme.FONT_SIZE) * 1.5))
-    fig.add_vline(x=n_now, line=dict(color=theme.OKABE_ITO[2], width=2),
+                      annotation_yshift=-round(style.font_px(style.FONT_SIZE) * 1.5))
+    fig.add_vline(x=n_now, line=dict(color=style.OKABE_ITO[2], width=2),
                   annotation_text=tr("fig.your_prompt", n=n_now), annotation_position="top right")
     fig.update_xaxes(title=tr("fig.length_axis"))
     fig.update_yaxes(title=tr("fig.cost_axis"))
@@ -275,7 +274,7 @@ def window_figure(pooled: Sequence, pool: int, n: int, window: int, titles: Sequ
     low = max(low, -8)
     for col, grid in enumerate(pooled, start=1):
         z = [[math.log10(float(v)) if v > 0 else None for v in row] for row in grid.tolist()]
-        fig.add_trace(go.Heatmap(z=z, x=centres, y=centres, colorscale=theme.SEQUENTIAL, zmin=low, zmax=0,
+        fig.add_trace(go.Heatmap(z=z, x=centres, y=centres, colorscale=style.SEQUENTIAL, zmin=low, zmax=0,
                                  showscale=col == len(pooled),
                                  colorbar=dict(title=dict(text=tr("fig.window_colour"), side="right"), thickness=14,
                                                tickvals=list(range(low, 1, 2)),

@@ -1,6 +1,6 @@
 """Plotly figures as plain JSON: the part of plotly's ``graph_objects`` API the course draws with.
 
-The figure modules build charts with ``from ui import chart as go`` and ``make_subplots`` from
+The figure modules build charts with ``from course.figures import chart as go`` and ``make_subplots`` from
 here, written exactly as with plotly (``go.Figure``, ``go.Heatmap(...)``, ``fig.add_trace(...,
 row, col)``, ``fig.update_layout(title=...)``, ``fig.update_xaxes(...)``, ``fig.add_vline(...)``).
 What they get is the figure's JSON in plain dicts and lists, the same JSON plotly's objects give
@@ -283,7 +283,7 @@ class Figure:
         row, col = kwargs.pop("row", None), kwargs.pop("col", None)
         kwargs.pop("exclude_empty_subplots", None)
         if row is not None or col is not None:
-            raise NotImplementedError("ui.chart: annotations and shapes on a subplot")
+            raise NotImplementedError("course.figures.chart: annotations and shapes on a subplot")
         self.layout.setdefault(plural, []).append(_expand(dict(arg or {}, **kwargs)))
         return self
 
@@ -299,7 +299,7 @@ class Figure:
         plotly's own rule."""
         from plotly import shapeannotation
         if self._grid is not None:
-            raise NotImplementedError("ui.chart: spanning lines on subplots")
+            raise NotImplementedError("course.figures.chart: spanning lines on subplots")
         kwargs.pop("row", None), kwargs.pop("col", None), kwargs.pop("exclude_empty_subplots", None)
         shape_kwargs, note_kwargs = shapeannotation.split_dict_by_key_prefix(kwargs, "annotation_")
         note = shapeannotation.axis_spanning_shape_annotation(annotation, shape_type, shape, note_kwargs)

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ui import chart as go
 import torch
 
-from ui import theme
-from ui.tokens import label as label_text
-from ui.text import html_escape
-from ui.tokens import plot_label
+from course.figures import chart as go
+from course.figures import style
+from course.text import html_escape
+from course.tokens import label as label_text
+from course.tokens import plot_label
 
 # Word groups for the map: every word, with a leading space, is one token of SmolLM2's
 # vocabulary (checked by tests/test_page_embeddings.py). Data, the same in every language.
@@ -54,7 +54,7 @@ def strip_figure(rows: torch.Tensor, labels: Sequence[str], title: str, x_title:
     z = rows.float().numpy()
     bound = float(rows.abs().max()) or 1.0
     fig = go.Figure(go.Heatmap(
-        z=z, y=list(labels), x=list(range(rows.shape[1])), colorscale=theme.DIVERGING, zmid=0,
+        z=z, y=list(labels), x=list(range(rows.shape[1])), colorscale=style.DIVERGING, zmid=0,
         zmin=-bound, zmax=bound, colorbar=dict(title=dict(text=colorbar_title, side="right"), thickness=14),
         hovertemplate="%{y}<br>" + x_title + " %{x}: %{z:.3f}<extra></extra>", ygap=6,
     ))
@@ -67,7 +67,7 @@ def strip_figure(rows: torch.Tensor, labels: Sequence[str], title: str, x_title:
 def bar_figure(labels: Sequence[str], values: Sequence[float], title: str, x_title: str,
                highlight: int | None = None, ids: Sequence[int] | None = None, hover_id: str = "id") -> go.Figure:
     """Horizontal bars, best first, values printed on the bars (cosines)."""
-    colours = [theme.OKABE_ITO[1] if i == highlight else theme.OKABE_ITO[0] for i in range(len(values))]
+    colours = [style.OKABE_ITO[1] if i == highlight else style.OKABE_ITO[0] for i in range(len(values))]
     fig = go.Figure(go.Bar(
         x=list(values), y=list(labels), orientation="h", marker_color=colours,
         text=[f"{v:.3f}" for v in values], textposition="outside", cliponaxis=False,
@@ -97,7 +97,7 @@ def map_figure(coords: torch.Tensor, words: Sequence[str], groups: Sequence[str]
     for g_index, g in enumerate(order):
         idx = [i for i, gg in enumerate(groups) if gg == g]
         pts = coords[idx]
-        colour = theme.OKABE_ITO[g_index % len(theme.OKABE_ITO)]
+        colour = style.OKABE_ITO[g_index % len(style.OKABE_ITO)]
         name = html_escape(group_names.get(g, g))
         common = dict(mode="markers", name=name, text=[shown[i] for i in idx],
                       hovertemplate="%{text}<extra>" + name + "</extra>",
@@ -122,15 +122,15 @@ def map_figure(coords: torch.Tensor, words: Sequence[str], groups: Sequence[str]
         far = (dx * dx + dy * dy) ** 0.5 > 20
         annotations.append(dict(x=float(coords[i, 0]), y=float(coords[i, 1]), text=shown[i], ax=dx, ay=dy,
                                 showarrow=far, arrowhead=0, arrowwidth=1, arrowcolor="#9ca3af", standoff=4,
-                                font=dict(size=theme.FONT_SIZE - 3, color="#1f2937"),
+                                font=dict(size=style.FONT_SIZE - 3, color="#1f2937"),
                                 xshift=0 if far else dx, yshift=0 if far else -dy))
     fig.update_layout(title=title, legend=dict(itemsizing="constant"), annotations=annotations)
     if three:
         scene_labels = [dict(x=c[0], y=c[1], z=c[2], text=f"<b>{name}</b>", showarrow=True, ax=0, ay=-44,
-                             arrowhead=0, arrowwidth=1.5, arrowcolor=colour, font=dict(size=theme.FONT_SIZE, color=colour))
+                             arrowhead=0, arrowwidth=1.5, arrowcolor=colour, font=dict(size=style.FONT_SIZE, color=colour))
                         for c, name, colour in centres]
         def axis(text: str) -> dict:
-            return dict(title=dict(text=text, font=dict(size=theme.FONT_SIZE - 2)), tickfont=dict(size=theme.FONT_SIZE - 5))
+            return dict(title=dict(text=text, font=dict(size=style.FONT_SIZE - 2)), tickfont=dict(size=style.FONT_SIZE - 5))
 
         fig.update_layout(scene=dict(xaxis=axis(axis_titles[0]), yaxis=axis(axis_titles[1]), zaxis=axis(axis_titles[2]),
                                      annotations=scene_labels, aspectmode="cube",
@@ -207,12 +207,12 @@ def cosine_heatmap(matrix: torch.Tensor, x_labels: Sequence[str], y_labels: Sequ
                    x_title: str, y_title: str, colorbar_title: str, show_values: bool = False) -> go.Figure:
     """A cosine-similarity matrix (-1..1, diverging, 0 white), token labels on both axes."""
     z = matrix.float().numpy()
-    heat = go.Heatmap(z=z, x=list(x_labels), y=list(y_labels), colorscale=theme.DIVERGING, zmid=0, zmin=-1, zmax=1,
+    heat = go.Heatmap(z=z, x=list(x_labels), y=list(y_labels), colorscale=style.DIVERGING, zmid=0, zmin=-1, zmax=1,
                       colorbar=dict(title=dict(text=colorbar_title, side="right"), thickness=14),
                       hovertemplate="%{y} · %{x}: %{z:.3f}<extra></extra>")
     if show_values:
         heat.update(text=[[cell_text(v) for v in row] for row in z], texttemplate="%{text}",
-                    textfont=dict(size=theme.FONT_SIZE - 4))
+                    textfont=dict(size=style.FONT_SIZE - 4))
     fig = go.Figure(heat)
     fig.update_layout(title=title)
     fig.update_xaxes(title=x_title, type="category", tickangle=-45 if len(x_labels) > 8 else 0)

@@ -6,24 +6,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ui import chart as go
 import torch
-from ui.chart import make_subplots
 
+from course.figures import chart as go
+from course.figures import style
+from course.figures.chart import make_subplots
+from course.figures.diagrams import diagram_font
+from course.text import html_escape
 from lesson_model.analysis import neurons as N
-from ui import theme
-from ui.figures_residual import diagram_font
-from ui.text import html_escape
 
 T = Callable[..., str]
-BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = theme.OKABE_ITO[:6]
+BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = style.OKABE_ITO[:6]
 GREY = "#9ca3af"
 
 
 def diagram_px(width: int) -> int:
     """The pixel width to draw the MLP diagram at: ``width`` on a laptop, wider in presenter mode
-    by the ratio of theme.font_px(16) to 16, so its labels (about 17 px at 340) reach 21 px."""
-    return int(round(width * theme.font_px(16) / 16))
+    by the ratio of style.font_px(16) to 16, so its labels (about 17 px at 340) reach 21 px."""
+    return int(round(width * style.font_px(16) / 16))
 
 
 def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: bool = False) -> str:
@@ -31,7 +31,7 @@ def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: 
     bottom; ``act`` names the gate's activation (SiLU, GELU), and ``post_norm`` adds the norm
     a sandwich-norm model (Gemma) applies to the MLP's output before the add. Streamlit draws diagram text at 9.6 SVG units whatever the DOT says and stretches
     the SVG to its column, so the boxes are sized for that text and the column sets the
-    size (see ui.figures_residual.DIAGRAM_FONT)."""
+    size (see course.figures.residual.DIAGRAM_FONT)."""
     size = diagram_font()
 
     def node(name: str, text: str, fill: str = "#f3f4f6", shape: str = "box") -> str:
@@ -70,15 +70,15 @@ STRIP_PLOT_PX = 600      # the strip cells' width at 1024 px (main column, sideb
 def strip_per_row(labels: Sequence[str], most: int = 10, least: int = 4) -> int:
     """How many token cells one row of the strip holds so that the widest label fits in its
     cell (a 10-cell row cut "·because" at 20 px in presenter mode)."""
-    widest = max((theme.width_units(label) for label in labels), default=1)
-    cell = widest * 0.55 * theme.font_px(STRIP_TEXT) + 8           # a half-em is about 0.55 of the px size
+    widest = max((style.width_units(label) for label in labels), default=1)
+    cell = widest * 0.55 * style.font_px(STRIP_TEXT) + 8           # a half-em is about 0.55 of the px size
     return max(least, min(most, int(STRIP_PLOT_PX // cell)))
 
 
 def strip_height(rows: int) -> int:
     """The token strip's height for ``rows`` rows of cells: taller in presenter mode, so its
     colour bar has room for its ticks and its title."""
-    return theme.presenter_height(110 + 46 * rows)
+    return style.presenter_height(110 + 46 * rows)
 
 
 def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, curves: dict | None = None,
@@ -96,12 +96,12 @@ def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, curves: dict
     centres = -span + HIST_BIN * (torch.arange(bins) + 0.5)
     fig.add_trace(go.Bar(
         x=centres.numpy(), y=(100 * counts / max(1, inside.numel())).numpy(), width=HIST_BIN * 0.95,
-        marker_color="#d1d5db", name=theme.legend_text(tr("act.hist", layer=layer)), opacity=0.8,
+        marker_color="#d1d5db", name=style.legend_text(tr("act.hist", layer=layer)), opacity=0.8,
         hovertemplate="%{x:.1f}: %{y:.1f}%<extra></extra>"), secondary_y=True)
     styles = {"relu": (VERMILION, "dash"), "gelu": (BLUE, "dot"), "silu": (GREEN, "solid")}
     for name, fn in (curves or N.ACTIVATIONS).items():
         color, dash = styles[name]
-        fig.add_trace(go.Scatter(x=x.numpy(), y=fn(x).numpy(), name=theme.legend_text(tr(f"act.{name}")), mode="lines",
+        fig.add_trace(go.Scatter(x=x.numpy(), y=fn(x).numpy(), name=style.legend_text(tr(f"act.{name}")), mode="lines",
                                  line=dict(color=color, dash=dash, width=5 if name == own else 3),
                                  hovertemplate="x=%{x:.2f}, y=%{y:.2f}<extra>" + html_escape(tr(f"act.{name}")) + "</extra>"),
                       secondary_y=False)
@@ -109,7 +109,7 @@ def activation_figure(tr: T, gate_values: torch.Tensor, layer: int, curves: dict
     fig.update_yaxes(title=tr("act.y"), range=[-1.5, span], secondary_y=False, zeroline=True, zerolinecolor=GREY)
     fig.update_yaxes(title=tr("act.y2"), secondary_y=True, showgrid=False, rangemode="tozero", tickmode="auto",
                      ticksuffix="%")
-    fig.update_layout(title=tr("act.title"), legend=dict(orientation="h", y=theme.legend_below(-0.3)),
+    fig.update_layout(title=tr("act.title"), legend=dict(orientation="h", y=style.legend_below(-0.3)),
                       bargap=0.05)
     return fig
 
@@ -125,12 +125,12 @@ def swiglu_figure(tr: T, gate: torch.Tensor, up: torch.Tensor, token: str, act=N
     g, u = torch.meshgrid(grid, grid, indexing="xy")       # x: gate, y: up
     z = act(g) * u
     fig = go.Figure(go.Heatmap(       # numpy arrays: sent as binary, a quarter of the bytes of JSON numbers
-        x=grid.numpy(), y=grid.numpy(), z=z.numpy(), colorscale=theme.DIVERGING, zmid=0,
+        x=grid.numpy(), y=grid.numpy(), z=z.numpy(), colorscale=style.DIVERGING, zmid=0,
         colorbar=dict(thickness=12),     # what the colours are is the chart's title: no colour-bar title to squeeze the map
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     keep = (gate.abs() <= span) & (up.abs() <= span)
     fig.add_trace(go.Scatter(
-        x=gate[keep].detach().float().numpy(), y=up[keep].detach().float().numpy(), mode="markers", name=theme.legend_text(tr("swiglu.points", n=f"{int(keep.sum()):,}", token=token)),
+        x=gate[keep].detach().float().numpy(), y=up[keep].detach().float().numpy(), mode="markers", name=style.legend_text(tr("swiglu.points", n=f"{int(keep.sum()):,}", token=token)),
         marker=dict(size=4, color="#111827", opacity=0.45), showlegend=True,
         hovertemplate=tr("swiglu.hover") + "<extra></extra>"))
     fig.update_xaxes(title=tr("swiglu.x"), range=[-span, span], constrain="domain")
@@ -189,7 +189,7 @@ def token_strip_figure(tr: T, labels: Sequence[str], values: Sequence[float], ti
     limit = max((abs(float(v)) for v in values), default=1.0) or 1.0
     fig = go.Figure(go.Heatmap(
         z=z, text=text, customdata=hover, texttemplate="%{text}", textfont=dict(size=STRIP_TEXT),
-        colorscale=theme.DIVERGING, zmid=0, zmin=-limit, zmax=limit, xgap=3, ygap=3,
+        colorscale=style.DIVERGING, zmid=0, zmin=-limit, zmax=limit, xgap=3, ygap=3,
         colorbar=dict(title=dict(text=tr("strip.scale"), side="right")),
         hovertemplate="%{customdata}<extra></extra>"))
     fig.update_xaxes(visible=False)
@@ -209,7 +209,7 @@ def vocab_figure(tr: T, promoted: Sequence[tuple[str, float]], suppressed: Seque
         fig.update_yaxes(autorange="reversed", type="category", row=1, col=col)
         fig.update_xaxes(title=tr("vocab.x"), row=1, col=col)
     # room above the subplot titles (no figure title: the default 20 px cut them in presenter mode)
-    fig.update_layout(showlegend=False, margin=dict(l=10, r=10, b=10, t=theme.room_above_subplot_titles()))
+    fig.update_layout(showlegend=False, margin=dict(l=10, r=10, b=10, t=style.room_above_subplot_titles()))
     return fig
 
 
@@ -236,7 +236,7 @@ def params_figure(tr: T, rows: Sequence[tuple[str, dict[str, int]]], unit: Calla
                   yanchor="bottom", yshift=15, font=dict(size=15)) for y, (name, _) in zip(ys, rows)]
     fig.update_layout(barmode="stack", title=tr("params.title"), annotations=notes,
                       uniformtext=dict(minsize=13, mode="hide"),
-                      legend=dict(orientation="h", y=theme.legend_below(-0.2), traceorder="normal"))
+                      legend=dict(orientation="h", y=style.legend_below(-0.2), traceorder="normal"))
     fig.update_xaxes(title=tr("params.x"), range=[0, 100], ticksuffix="%")
     fig.update_yaxes(showticklabels=False, range=[len(rows) - 0.6, -0.95], showgrid=False, zeroline=False)
     return fig

@@ -12,58 +12,18 @@ and seed.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
-from ui import chart as go
-import streamlit as st
-from ui.chart import make_subplots
-
-from lesson_model.generation import Step
-from ui import theme
-from ui.figures_tokens import CHIP_COLOURS
-from ui.text import md_escape
-from ui.tokens import visible
+from course.figures import chart as go
+from course.figures import style
+from course.figures.chart import make_subplots
+from course.figures.tokens import CHIP_COLOURS
+from course.text import md_escape
+from course.tokens import visible
 
 T = Callable[..., str]
-BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE, YELLOW = theme.OKABE_ITO[:7]
+BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE, YELLOW = style.OKABE_ITO[:7]
 GREY = "#9ca3af"
 LIGHT = "#e5e7eb"
-STATE_KEY = "_generation_steps"
-
-
-# --------------------------------------------------------------------------- step state
-
-@dataclass
-class StepState:
-    signature: tuple                     # what the steps depend on (model, prompt ids, settings, limit)
-    generator: object                    # lm.generate_steps(...) still running, or None when finished
-    steps: list[Step] = field(default_factory=list)
-
-    @property
-    def finished(self) -> bool:
-        return self.generator is None
-
-    def ensure(self, n: int) -> None:
-        """Advance until n steps exist or generation stopped (EOS or the limit)."""
-        while len(self.steps) < n and self.generator is not None:
-            step = next(self.generator, None)
-            if step is None:
-                self.generator = None
-                break
-            self.steps.append(step)
-            if step.stop:
-                self.generator = None
-
-
-def step_state(lm, prompt_ids: Sequence[int], max_new: int, kwargs: dict, seed: int) -> StepState:
-    """This session's steps for these inputs (a fresh generator when any input changed)."""
-    signature = (lm.name, tuple(prompt_ids), max_new, tuple(sorted(kwargs.items())), seed)
-    current = st.session_state.get(STATE_KEY)
-    if current is None or current.signature != signature:
-        generator = lm.generate_steps(list(prompt_ids), max_new, seed=seed, use_kv_cache=True, **kwargs)
-        current = StepState(signature, generator)
-        st.session_state[STATE_KEY] = current
-    return current
 
 
 # --------------------------------------------------------------------------- text
@@ -198,7 +158,7 @@ def speculative_figure(tr: T, rows: Sequence[Sequence[tuple[int, str, str]]], dr
     fig = go.Figure(go.Heatmap(
         z=z, x=[tr("spec.slot", i=i + 1) for i in range(draft_len)] + [tr("spec.own")], y=[tr("spec.round", r=r + 1) for r in range(len(rows))],
         zmin=0, zmax=top, colorscale=scale, showscale=False, xgap=3, ygap=3, text=text,
-        texttemplate="%{text}", textfont=dict(size=14, family=theme.MONO), customdata=hover,
+        texttemplate="%{text}", textfont=dict(size=14, family=style.MONO), customdata=hover,
         hovertemplate="%{customdata}<extra></extra>"))
     legend = ((ACCEPTED, "spec.kind_accepted"), (REJECTED, "spec.kind_rejected"), (UNCHECKED, "spec.kind_unchecked"),
               (CORRECTION, "spec.kind_correction"), (BONUS, "spec.kind_bonus"))

@@ -6,13 +6,13 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from ui import chart as go
-from ui.chart import make_subplots
-
-from ui import theme
+from course.figures import chart as go
+from course.figures import style
+from course.figures.chart import make_subplots
+from course.figures.diagrams import STREAMLIT_DOT_TEXT
 
 Tr = Callable[..., str]
-SELECTED = theme.OKABE_ITO[3]     # vermillion outline: the open head
+SELECTED = style.OKABE_ITO[3]     # vermillion outline: the open head
 GREY = "#9ca3af"
 SQUARE = 18                       # px: one head in the layer x head map
 
@@ -40,7 +40,7 @@ def layer_grid_figure(patterns: Sequence, layer: int, group_size: int, values: S
     for h, pattern in enumerate(patterns):
         row, col = h // group_size + 1, h % group_size + 1
         z = [[float(pattern[i][j]) if j <= i else None for j in range(n)] for i in range(n)]
-        fig.add_trace(go.Heatmap(z=z, x=labels, y=labels, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1,
+        fig.add_trace(go.Heatmap(z=z, x=labels, y=labels, colorscale=style.SEQUENTIAL, zmin=0, zmax=1,
                                  showscale=False, hovertemplate=hover), row, col)
         if h == selected_head:
             axis = "" if h == 0 else str(h + 1)
@@ -51,7 +51,7 @@ def layer_grid_figure(patterns: Sequence, layer: int, group_size: int, values: S
     fig.update_annotations(font_size=15)
     # room above the first row's titles and right of the K/V row titles (no figure title; the
     # default 20 px at the top and 10 at the right cut them in presenter mode's larger type)
-    title_px = theme.font_px(15)
+    title_px = style.font_px(15)
     fig.update_layout(margin=dict(l=10, r=round(title_px * 1.4), b=10, t=round(title_px * 1.5)))
     return fig
 
@@ -76,7 +76,7 @@ def overview_figure(grid: Sequence[Sequence[float]], measure: str, selected: tup
     # narrow column (at 1024 px the nine head ticks ran together). It sits at the foot of the
     # figure (yref="container"), not a share of the plot's height below it: on Gemma's shorter
     # map that share put its title over the axis title.
-    colour = dict(color=[c if c is not None else 0 for c in cs], colorscale=theme.SEQUENTIAL, cmin=0, cmax=cmax,
+    colour = dict(color=[c if c is not None else 0 for c in cs], colorscale=style.SEQUENTIAL, cmin=0, cmax=cmax,
                   colorbar=dict(title=dict(text=tr(f"fig.measure.{measure}"), side="top"), thickness=12,
                                 orientation="h", y=0, yref="container", yanchor="bottom", ypad=8,
                                 len=1, lenmode="fraction",
@@ -111,7 +111,7 @@ def slices_figure(share: Sequence[Sequence[float]], bounds: Sequence[tuple[int, 
     n_heads = len(share)
     xs = [f"{start}–{end - 1}" for start, end in bounds]
     ys = [str(h) for h in range(n_heads)]
-    fig = go.Figure(go.Heatmap(z=[[float(v) for v in row] for row in share], x=xs, y=ys, colorscale=theme.SEQUENTIAL,
+    fig = go.Figure(go.Heatmap(z=[[float(v) for v in row] for row in share], x=xs, y=ys, colorscale=style.SEQUENTIAL,
                                zmin=0, zmax=1, text=[[f"{float(v):.0%}" for v in row] for row in share],
                                texttemplate="%{text}", textfont=dict(size=14),
                                colorbar=dict(title=dict(text=tr("fig.share"), side="right"), tickformat=".0%",
@@ -128,7 +128,7 @@ def group_weights_figure(weights: Sequence[Sequence[float]], heads: Sequence[int
     """The query token's attention weights in each head of one K/V group: same keys,
     different queries, different weights."""
     fig = go.Figure()
-    for colour, head, w in zip(theme.OKABE_ITO, heads, weights):
+    for colour, head, w in zip(style.OKABE_ITO, heads, weights):
         fig.add_bar(x=labels, y=[float(v) for v in w], name=tr("fig.head_legend", head=f"{layer}.{head}"),
                     marker_color=colour, hovertemplate="%{x}: %{y:.1%}<extra></extra>")
     fig.update_layout(barmode="group", title=title,
@@ -136,7 +136,7 @@ def group_weights_figure(weights: Sequence[Sequence[float]], heads: Sequence[int
                                   bgcolor="rgba(255,255,255,0.8)"))
     fig.update_xaxes(type="category", title=tr("fig.keys_axis"), tickangle=-45 if len(labels) > 10 else 0)
     # the legend lies in the room above 100%: in presenter mode's type it takes two lines, so more room
-    top = 1.05 if theme.font_px(theme.FONT_SIZE) == theme.FONT_SIZE else 1.35
+    top = 1.05 if style.font_px(style.FONT_SIZE) == style.FONT_SIZE else 1.35
     fig.update_yaxes(title=tr("fig.weight"), tickformat=".0%", range=[0, top], tickvals=[0, 0.2, 0.4, 0.6, 0.8, 1.0])
     return fig
 
@@ -153,7 +153,7 @@ def kv_memory_figure(series: Sequence[tuple[str, Sequence[float], str, str]], co
                   annotation_text=tr("fig.context_mark", n=f"{context:,}"), annotation_position="top left")
     fig.update_xaxes(type="log", title=tr("fig.context_axis"))
     fig.update_yaxes(type="log", title=tr("fig.memory_axis"))
-    fig.update_layout(title=tr("fig.memory_title"), legend=dict(orientation="h", y=theme.legend_below(), yanchor="top"))
+    fig.update_layout(title=tr("fig.memory_title"), legend=dict(orientation="h", y=style.legend_below(), yanchor="top"))
     return fig
 
 
@@ -166,13 +166,13 @@ def kv_layers_figure(needed: Sequence[int], stored: int, sliding: Sequence[bool]
     fig = go.Figure()
     fig.add_bar(x=xs, y=[stored] * len(xs), name=tr("fig.stored"), marker_color="#d1d5db",
                 hovertemplate=f"{tr('fig.layer_axis')} %{{x}}: %{{y:,}}<extra></extra>")
-    for is_sliding, name, colour in ((False, tr("fig.needed_global"), theme.OKABE_ITO[3]),
-                                     (True, tr("fig.needed_sliding"), theme.OKABE_ITO[0])):
+    for is_sliding, name, colour in ((False, tr("fig.needed_global"), style.OKABE_ITO[3]),
+                                     (True, tr("fig.needed_sliding"), style.OKABE_ITO[0])):
         picked = [i for i, s in enumerate(sliding) if bool(s) == is_sliding]
         if picked:
             fig.add_bar(x=[xs[i] for i in picked], y=[needed[i] for i in picked], name=name, marker_color=colour,
                         width=0.5, hovertemplate=f"{tr('fig.layer_axis')} %{{x}}: %{{y:,}}<extra></extra>")
-    fig.update_layout(barmode="overlay", title=title, legend=dict(orientation="h", y=theme.legend_below(), yanchor="top"))
+    fig.update_layout(barmode="overlay", title=title, legend=dict(orientation="h", y=style.legend_below(), yanchor="top"))
     fig.update_xaxes(type="category", categoryorder="array", categoryarray=xs, title=tr("fig.layer_axis"))
     fig.update_yaxes(title=tr("fig.positions_axis"), rangemode="tozero")
     return fig
@@ -183,8 +183,7 @@ def kv_layers_figure(needed: Sequence[int], stored: int, sliding: Sequence[bool]
 # stretched to a 820 px column a wide diagram had 9 px text. The DOT fontsize is set to the same
 # 9.6 (the boxes fit their text) and the page draws each diagram at the pixel width that makes its
 # text DIAGRAM_TEXT_PX (or narrower, if the column is), from the width these builders estimate;
-# in presenter mode theme.font_px(DIAGRAM_TEXT_PX), 21 px, so the labels read from the back of a room.
-STREAMLIT_DOT_TEXT = 9.6
+# in presenter mode style.font_px(DIAGRAM_TEXT_PX), 21 px, so the labels read from the back of a room.
 DIAGRAM_TEXT_PX = 16
 _PAD, _NODESEP, _RANKSEP, _MARGIN_X = 3.6, 12.96, 25.2, 8.64       # pt, as set in _dot_header
 _Q_NODE_W = 0.4 * 72                                              # pt, a query head's box in gqa_dot
@@ -213,7 +212,7 @@ def _box(label: str, min_width: float = 54.0) -> float:
 def diagram_px(width_pt: float) -> int:
     """The pixel width to draw a diagram of ``width_pt`` (SVG user units) at, for DIAGRAM_TEXT_PX
     text (larger in presenter mode)."""
-    return int(round(width_pt * theme.font_px(DIAGRAM_TEXT_PX) / STREAMLIT_DOT_TEXT))
+    return int(round(width_pt * style.font_px(DIAGRAM_TEXT_PX) / STREAMLIT_DOT_TEXT))
 
 
 def projection_dot(cfg, tr: Tr, font: str) -> tuple[str, float]:

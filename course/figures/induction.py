@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from ui import chart as go
 
-from ui import theme
-from ui.figures_attention import head_weight_bars
+from course.figures import chart as go
+from course.figures import style
+from course.figures.attention import head_weight_bars
 
 Tr = Callable[..., str]
-STRIPE = theme.OKABE_ITO[3]      # vermillion: the induction stripe / the chosen heads
-FIRST, SECOND = theme.OKABE_ITO[0], theme.OKABE_ITO[1]
+STRIPE = style.OKABE_ITO[3]      # vermillion: the induction stripe / the chosen heads
+FIRST, SECOND = style.OKABE_ITO[0], style.OKABE_ITO[1]
 GREY = "#9ca3af"
 
 
@@ -22,7 +22,7 @@ def score_map_figure(scores: Sequence[Sequence[float]], top: Sequence[tuple[int,
     n_layers, n_heads = len(scores), len(scores[0])
     fig = go.Figure(go.Heatmap(
         z=[[float(v) for v in row] for row in scores], x=list(range(n_heads)), y=list(range(n_layers)),
-        colorscale=theme.SEQUENTIAL, zmin=0, zmax=1, xgap=1, ygap=1,
+        colorscale=style.SEQUENTIAL, zmin=0, zmax=1, xgap=1, ygap=1,
         colorbar=dict(title=dict(text=tr("fig.score"), side="right"), tickformat=".0%", thickness=14),
         hovertemplate=f"{tr('fig.head_word')} %{{y}}.%{{x}}: %{{z:.1%}}<extra></extra>"))
     for layer, head in top:
@@ -48,7 +48,7 @@ def stripe_pattern_figure(pattern: Sequence[Sequence[float]], name: str, score: 
     hover = f"{tr('fig.query_pos')} %{{y}}<br>{tr('fig.key_pos')} %{{x}}<br>{tr('fig.weight')}: %{{z:.1%}}<extra></extra>"
     z = np.array(pattern, dtype=np.float32)[:n, :n]
     z[np.triu_indices(n, 1)] = np.nan
-    fig = go.Figure(go.Heatmap(x=names, y=names, z=z, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1, showscale=False,
+    fig = go.Figure(go.Heatmap(x=names, y=names, z=z, colorscale=style.SEQUENTIAL, zmin=0, zmax=1, showscale=False,
                                hovertemplate=hover))
     # The stripe: queries seq_len..2*seq_len-1, keys 1..seq_len.
     fig.add_scatter(x=[names[1], names[seq_len]], y=[names[seq_len], names[2 * seq_len - 1]], mode="lines",
@@ -79,7 +79,7 @@ def loss_figure(first: Sequence[float], second: Sequence[float], tr: Tr) -> go.F
     fig.update_xaxes(title=tr("fig.index_axis"))
     fig.update_yaxes(title=tr("fig.loss_axis"), rangemode="tozero")
     # the legend below the x-axis title, which presenter mode's larger ticks and title push lower
-    below = theme.legend_below(-0.25)
+    below = style.legend_below(-0.25)
     fig.update_layout(title=tr("fig.loss_title"), legend=dict(orientation="h", y=below, yanchor="top"))
     return fig
 
@@ -99,5 +99,5 @@ def site_heads_figure(names: Sequence[str], weights: Sequence[float], highlight:
                       title: str) -> go.Figure:
     """The heads with the most attention from the second A to B on the learner's text;
     heads that are also top induction heads on random tokens highlighted."""
-    colours = [STRIPE if h else theme.OKABE_ITO[0] for h in highlight]
+    colours = [STRIPE if h else style.OKABE_ITO[0] for h in highlight]
     return head_weight_bars(names, weights, colours, tr("fig.head_axis_full"), tr("fig.weight"), title, x_max=1.15)

@@ -7,12 +7,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from ui import chart as go
 import torch
 
-from ui import theme
-from ui.figures_heads import STREAMLIT_DOT_TEXT
-from ui.tokens import plot_label
+from course.figures import chart as go
+from course.figures import style
+from course.figures.diagrams import STREAMLIT_DOT_TEXT
+from course.tokens import plot_label
 
 GRID = "#e5e7eb"
 
@@ -24,7 +24,7 @@ def sinusoid_heatmap(pe: torch.Tensor, title: str, x_title: str, y_title: str, c
     word in the hover (the axis title by default)."""
     n = pe.shape[0]
     x_word = x_word or x_title
-    heat = go.Heatmap(z=pe.numpy(), colorscale=theme.DIVERGING, zmid=0, zmin=-1, zmax=1,
+    heat = go.Heatmap(z=pe.numpy(), colorscale=style.DIVERGING, zmid=0, zmin=-1, zmax=1,
                       colorbar=dict(title=dict(text=colorbar, side="right"), thickness=14),
                       hovertemplate=y_title + " %{y} · " + x_word + " %{x}: %{z:.3f}<extra></extra>")
     if hover_tokens:
@@ -46,8 +46,8 @@ def waves_figure(pe: torch.Tensor, dims: Sequence[int], names: Sequence[str], ti
     x = list(range(pe.shape[0]))
     for n, (dim, name) in enumerate(zip(dims, names)):
         fig.add_scatter(x=x, y=pe[:, dim].tolist(), mode="lines", name=name,
-                        line=dict(color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)], width=2.5))
-    fig.update_layout(title=title, legend=dict(orientation="h", y=theme.legend_below(-0.25), x=0))
+                        line=dict(color=style.OKABE_ITO[n % len(style.OKABE_ITO)], width=2.5))
+    fig.update_layout(title=title, legend=dict(orientation="h", y=style.legend_below(-0.25), x=0))
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(title=y_title, range=[-1.15, 1.15])
     return fig
@@ -65,20 +65,20 @@ def clock_figure(angles: Sequence[float], names: Sequence[str], title: str, lege
         length = 1.0 - 0.55 * i / max(1, n - 1)
         deg = math.degrees(angle) % 360
         fig.add_scatterpolar(r=[0, length], theta=[deg, deg], mode="lines+markers", name=name,
-                             line=dict(color=theme.OKABE_ITO[i % len(theme.OKABE_ITO)], width=2 + 2.2 * i / max(1, n - 1)),
+                             line=dict(color=style.OKABE_ITO[i % len(style.OKABE_ITO)], width=2 + 2.2 * i / max(1, n - 1)),
                              marker=dict(size=[0, 9]), hovertemplate=hover + " · %{theta:.0f}°<extra></extra>")
     # The dial takes most of the width and a short legend sits at its right. Plotly fits the
     # angle labels ("180°", "0°") just around the dial's domain: the margin on the left and
     # the gap before the legend keep them in view; the bottom margin holds "270°" (at presenter
     # mode's 20 px the 20 px margin cut it).
-    tick_px = theme.font_px(theme.FONT_SIZE - 2)
+    tick_px = style.font_px(style.FONT_SIZE - 2)
     fig.update_layout(title=title, showlegend=True,
                       legend=dict(orientation="v", x=0.8, xanchor="left", y=0.5, yanchor="middle",
                                   title=dict(text=legend_title) if legend_title else None),
                       margin=dict(l=40, r=10, t=70, b=max(20, round(tick_px * 1.5))),
                       polar=dict(domain=dict(x=[0.0, 0.7], y=[0.0, 1.0]),
                                  angularaxis=dict(direction="counterclockwise", rotation=0, showticklabels=True,
-                                                  tickfont=dict(size=theme.FONT_SIZE - 2)),
+                                                  tickfont=dict(size=style.FONT_SIZE - 2)),
                                  radialaxis=dict(visible=False, range=[0, 1.05])))
     return fig
 
@@ -100,23 +100,23 @@ def ladder_figure(series: Sequence[tuple], title: str, x_title: str, y_title: st
     shapes, notes = [], []
     for n, (name, thetas, periods, reach, reach_label) in enumerate(series):
         pairs = list(range(len(thetas)))
-        colour = theme.OKABE_ITO[n % len(theme.OKABE_ITO)]
+        colour = style.OKABE_ITO[n % len(style.OKABE_ITO)]
         custom = [[f"{float(p):,.1f}", f"{i}, {i + len(thetas)}"] for i, p in enumerate(periods)]
         if several:
             fig.add_scatter(x=pairs, y=thetas.tolist(), mode="lines+markers", name=name, customdata=custom,
                             line=dict(color=colour, width=2), marker=dict(size=5, color=colour),
                             hovertemplate=name + "<br>" + hover + "<extra></extra>")
         else:
-            bar_colours = list(colours) if colours else [theme.OKABE_ITO[4] if float(p) > reach else colour
+            bar_colours = list(colours) if colours else [style.OKABE_ITO[4] if float(p) > reach else colour
                                                          for p in periods]
             fig.add_bar(x=pairs, y=thetas.tolist(), marker_color=bar_colours, customdata=custom, name=name,
                         hovertemplate=hover + "<extra></extra>", showlegend=False)
         limit = 2 * math.pi / reach
-        line_colour = colour if several else theme.OKABE_ITO[3]
+        line_colour = colour if several else style.OKABE_ITO[3]
         shapes.append(dict(type="line", xref="paper", x0=0, x1=1, yref="y", y0=limit, y1=limit,
                            line=dict(color=line_colour, dash="dash", width=2)))
         # On a log axis an annotation's y is given in log10 units.
-        font = dict(size=theme.FONT_SIZE - 3, color=line_colour)
+        font = dict(size=style.FONT_SIZE - 3, color=line_colour)
         if several:
             notes.append(dict(x=1, xref="paper", y=math.log10(limit), yref="y", text=reach_label, showarrow=False,
                               xanchor="right", yanchor="bottom" if n % 2 == 0 else "top",
@@ -130,7 +130,7 @@ def ladder_figure(series: Sequence[tuple], title: str, x_title: str, y_title: st
                               ayref="y", ay=top, xanchor="right", yanchor="top",
                               font=font, bgcolor="rgba(255,255,255,0.85)"))
     fig.update_layout(title=title, bargap=0.15, shapes=shapes, annotations=notes,
-                      legend=dict(orientation="h", y=theme.legend_below(-0.22), x=0) if several else None)
+                      legend=dict(orientation="h", y=style.legend_below(-0.22), x=0) if several else None)
     fig.update_xaxes(title=x_title, dtick=max(4, (len(series[0][1]) // 8) // 4 * 4))
     fig.update_yaxes(title=y_title, type="log", exponentformat="power")
     return fig
@@ -152,8 +152,8 @@ def same_vector_figure(points: torch.Tensor, tokens: Sequence[str], title: str, 
     fig.add_scatter(**_circle(radius))
     fig.add_scatter(x=points[:, 0].tolist(), y=points[:, 1].tolist(), mode="markers+text",
                     text=[str(p) for p in range(n)] if n <= 40 else None, textposition="top center",
-                    textfont=dict(size=theme.FONT_SIZE - 4),
-                    marker=dict(size=10, color=list(range(n)), colorscale=theme.SEQUENTIAL, showscale=True,
+                    textfont=dict(size=style.FONT_SIZE - 4),
+                    marker=dict(size=10, color=list(range(n)), colorscale=style.SEQUENTIAL, showscale=True,
                                 colorbar=dict(title=dict(text=axis[2], side="right"), thickness=12)),
                     customdata=[[p, plot_label(tokens[p]) if p < len(tokens) else ""] for p in range(n)],
                     hovertemplate=hover + "<extra></extra>", showlegend=False)
@@ -162,7 +162,7 @@ def same_vector_figure(points: torch.Tensor, tokens: Sequence[str], title: str, 
                         line=dict(color="#6b7280", width=2.5, dash="dash"), hoverinfo="skip", showlegend=False)
     if highlight is not None and 0 <= highlight < n:
         fig.add_scatter(x=[0, float(points[highlight, 0])], y=[0, float(points[highlight, 1])], mode="lines",
-                        line=dict(color=theme.OKABE_ITO[3], width=3), hoverinfo="skip", showlegend=False)
+                        line=dict(color=style.OKABE_ITO[3], width=3), hoverinfo="skip", showlegend=False)
     _square(fig, radius, title, axis)
     return fig
 
@@ -180,14 +180,14 @@ def before_after_figure(before: torch.Tensor, after: torch.Tensor, tokens: Seque
     fig.add_scatter(x=xs, y=ys, mode="lines", line=dict(color="#9ca3af", width=1), hoverinfo="skip", showlegend=False)
     labels = [plot_label(t, 10) for t in tokens[:n]]
     custom = [[p, labels[p]] for p in range(n)]
-    fig.add_scatter(x=before[:, 0].tolist(), y=before[:, 1].tolist(), mode="markers", name=theme.legend_text(names[0]),
-                    marker=dict(size=10, symbol="circle-open", color=theme.OKABE_ITO[0], line=dict(width=2)),
+    fig.add_scatter(x=before[:, 0].tolist(), y=before[:, 1].tolist(), mode="markers", name=style.legend_text(names[0]),
+                    marker=dict(size=10, symbol="circle-open", color=style.OKABE_ITO[0], line=dict(width=2)),
                     customdata=custom, hovertemplate=hover + "<extra>" + names[0] + "</extra>")
-    fig.add_scatter(x=after[:, 0].tolist(), y=after[:, 1].tolist(), mode="markers+text", name=theme.legend_text(names[1]),
-                    text=labels if n <= 24 else None, textposition="top center", textfont=dict(size=theme.FONT_SIZE - 4),
-                    marker=dict(size=10, color=theme.OKABE_ITO[1]),
+    fig.add_scatter(x=after[:, 0].tolist(), y=after[:, 1].tolist(), mode="markers+text", name=style.legend_text(names[1]),
+                    text=labels if n <= 24 else None, textposition="top center", textfont=dict(size=style.FONT_SIZE - 4),
+                    marker=dict(size=10, color=style.OKABE_ITO[1]),
                     customdata=custom, hovertemplate=hover + "<extra>" + names[1] + "</extra>")
-    fig.update_layout(legend=dict(orientation="h", y=theme.legend_below(-0.18), x=0))
+    fig.update_layout(legend=dict(orientation="h", y=style.legend_below(-0.18), x=0))
     _square(fig, radius, title, axis)
     return fig
 
@@ -208,7 +208,7 @@ def relative_figure(distances: Sequence[int], positions: Sequence[int], scores: 
     fig = go.Figure()
     for n, d in enumerate(distances):
         fig.add_scatter(x=[str(p) for p in positions], y=scores[n].tolist(), mode="lines+markers",
-                        name=str(d), line=dict(color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)], width=2.5),
+                        name=str(d), line=dict(color=style.OKABE_ITO[n % len(style.OKABE_ITO)], width=2.5),
                         hovertemplate=line_name.format(d=d) + " · %{x}: %{y:.4f}<extra></extra>")
     fig.update_xaxes(title_text=x_title, type="category")
     fig.update_yaxes(title_text=y_title)
@@ -230,15 +230,15 @@ def distance_figure(distances: Sequence[int], curve_d: Sequence[int], curve: tor
     in its colours and the model's own score for the chosen pair as a star."""
     fig = go.Figure()
     fig.add_scatter(x=list(curve_d), y=curve.tolist(), mode="lines", showlegend=False,
-                    line=dict(color=theme.OKABE_ITO[7], width=2), hovertemplate="%{x}: %{y:.3f}<extra></extra>")
+                    line=dict(color=style.OKABE_ITO[7], width=2), hovertemplate="%{x}: %{y:.3f}<extra></extra>")
     for n, d in enumerate(distances):
         if d in curve_d:
             fig.add_scatter(x=[d], y=[float(curve[list(curve_d).index(d)])], mode="markers", showlegend=False,
-                            marker=dict(size=9, color=theme.OKABE_ITO[n % len(theme.OKABE_ITO)]),
+                            marker=dict(size=9, color=style.OKABE_ITO[n % len(style.OKABE_ITO)]),
                             hovertemplate=line_name.format(d=d) + ": %{y:.4f}<extra></extra>")
     if actual is not None:
         fig.add_scatter(x=[actual[0]], y=[actual[1]], mode="markers", name=actual_name,
-                        marker=dict(size=16, symbol="star", color=theme.OKABE_ITO[3], line=dict(color="white", width=1)),
+                        marker=dict(size=16, symbol="star", color=style.OKABE_ITO[3], line=dict(color="white", width=1)),
                         hovertemplate=actual_name + ": %{y:.4f}<extra></extra>")
     fig.update_xaxes(title_text=x_title)
     fig.update_yaxes(title_text=y_title)
@@ -258,11 +258,11 @@ def worked_example_figure(before: Sequence[float], after: Sequence[float], degre
                     line=dict(color="#9ca3af", dash="dot"), hoverinfo="skip", showlegend=False)
     for n, (vec, name) in enumerate(zip((before, after), names)):
         fig.add_annotation(x=vec[0], y=vec[1], ax=0, ay=0, xref="x", yref="y", axref="x", ayref="y",
-                           showarrow=True, arrowhead=3, arrowwidth=3, arrowcolor=theme.OKABE_ITO[n])
+                           showarrow=True, arrowhead=3, arrowwidth=3, arrowcolor=style.OKABE_ITO[n])
         # the turned vector's (long) label ends at its tip, so that it stays inside a narrow chart
         fig.add_scatter(x=[vec[0]], y=[vec[1]], mode="markers+text", text=[name],
                         textposition="middle right" if n == 0 else "top left",
-                        marker=dict(size=8, color=theme.OKABE_ITO[n]), showlegend=False, hoverinfo="skip")
+                        marker=dict(size=8, color=style.OKABE_ITO[n]), showlegend=False, hoverinfo="skip")
     fig.update_layout(title=title)
     fig.update_xaxes(range=[-0.5, r * 1.6], zeroline=True, dtick=1)
     fig.update_yaxes(range=[-0.5, r * 0.9], zeroline=True, scaleanchor="x", scaleratio=1, dtick=1)
@@ -274,7 +274,7 @@ def worked_example_figure(before: Sequence[float], after: Sequence[float], degre
 # boxes are laid out for 17-unit text and drawn DIAGRAM_WIDTH px wide (text 14-17 px). In presenter
 # mode they are laid out for PRESENT_FONT-unit text (boxes closer to the text: the SVG is then
 # about PRESENT_UNITS wide in Chromium, the QK-norm variant's Chinese labels the widest) and drawn
-# at the width that gives theme.font_px(DIAGRAM_FONT) text, 22 px, within the 864 px column of a
+# at the width that gives style.font_px(DIAGRAM_FONT) text, 22 px, within the 864 px column of a
 # 1024 px screen (at 17 units it would need about 930 px for 20 px text).
 DIAGRAM_FONT = 17
 DIAGRAM_WIDTH = 620
@@ -284,7 +284,7 @@ PRESENT_UNITS = {False: 265, True: 330}      # SVG width, without and with QK-no
 
 def diagram_size(qk_norm: bool = False) -> tuple[float, int]:
     """(DOT fontsize, pixel width) of the block diagram for this session."""
-    text_px = theme.font_px(DIAGRAM_FONT)
+    text_px = style.font_px(DIAGRAM_FONT)
     if text_px == DIAGRAM_FONT:
         return DIAGRAM_FONT, DIAGRAM_WIDTH
     return PRESENT_FONT, int(round(PRESENT_UNITS[bool(qk_norm)] * text_px / STREAMLIT_DOT_TEXT))

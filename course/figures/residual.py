@@ -7,15 +7,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from ui import chart as go
-from ui.chart import make_subplots
-
-from ui import theme
-from ui.i18n import is_cjk
-from ui.text import num
+from course.figures import chart as go
+from course.figures import style
+from course.figures.chart import make_subplots
+from course.figures.diagrams import diagram_font
+from course.text import num
 
 T = Callable[..., str]
-BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = theme.OKABE_ITO[:6]
+BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = style.OKABE_ITO[:6]
 GREY = "#9ca3af"
 
 
@@ -71,7 +70,7 @@ def norm_heatmap(tr: T, depth_labels: Sequence[str], token_labels: Sequence[str]
     lo, hi = math.floor(min(map(min, z))), math.ceil(max(map(max, z)))
     ticks = list(range(lo, hi + 1))
     fig = go.Figure(go.Heatmap(
-        z=z, x=list(token_labels), y=list(axis_depths or depth_labels), customdata=hover, colorscale=theme.SEQUENTIAL,
+        z=z, x=list(token_labels), y=list(axis_depths or depth_labels), customdata=hover, colorscale=style.SEQUENTIAL,
         hovertemplate="%{customdata}<extra></extra>", xgap=1, ygap=1,
         colorbar=dict(title=dict(text=tr("norms.scale"), side="right"), tickvals=ticks,
                       ticktext=[f"{10 ** k:,.0f}" if k >= 0 else f"{10 ** k:g}" for k in ticks])))
@@ -91,7 +90,7 @@ def lens_figure(tr: T, token_labels: Sequence[str], depth_labels: Sequence[str],
     fig = go.Figure(go.Heatmap(
         z=top_probs, x=list(token_labels), y=list(axis_depths or depth_labels), text=top_labels, texttemplate="%{text}",
         textfont=dict(size=font), customdata=hover, hovertemplate="%{customdata}<extra></extra>",
-        colorscale=theme.SEQUENTIAL, zmin=0, zmax=1, xgap=1, ygap=1,
+        colorscale=style.SEQUENTIAL, zmin=0, zmax=1, xgap=1, ygap=1,
         colorbar=dict(title=dict(text=tr("lens.scale"), side="right"), tickformat=".0%", thickness=14)))
     fig.update_xaxes(title=tr("lens.x"), type="category", side="top", tickangle=-45)
     fig.update_yaxes(title=tr("lens.y"), type="category", autorange="reversed")
@@ -153,7 +152,7 @@ def norm_compare_figure(tr: T, x: Sequence[float], layer_normed: Sequence[float]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.12,
                         # plotly never breaks a subplot title: "after: divided by its size (learned
                         # weights left out)" ran past a 1024 px laptop's column
-                        subplot_titles=tuple(theme.wrap_title(tr(key), theme.title_chars(theme.THREE_QUARTERS_TITLE))
+                        subplot_titles=tuple(style.wrap_title(tr(key), style.title_chars(style.THREE_QUARTERS_TITLE))
                                              for key in ("ln.before", "ln.after")))
     fig.add_trace(go.Scatter(x=dims, y=list(x), mode="markers", marker=dict(size=4, color="#374151"), name=tr("ln.raw"),
                              hovertemplate=tr("ln.hover") + "<extra></extra>"), row=1, col=1)
@@ -210,15 +209,6 @@ def gradient_figure(tr: T, depth_labels: Sequence[str], grad_norms: Sequence[flo
 # column when width="stretch". So the boxes are sized for text of that size, and a diagram
 # gets its readable size from the column it is drawn in: the narrower the layout, the larger
 # the text (about 9.6 x column width / layout width, in px).
-DIAGRAM_FONT = 10
-
-
-def diagram_font() -> int:
-    """The font size Graphviz lays the boxes out for: Streamlit's 9.6 units, a little more for
-    Chinese, whose full-width characters Graphviz measures too narrow."""
-    return 12 if is_cjk() else DIAGRAM_FONT
-
-
 def _head(font: str, rankdir: str = "LR", size: int | None = None) -> list[str]:
     """Graph defaults: compact boxes sized for Streamlit's text size."""
     size = size or diagram_font()

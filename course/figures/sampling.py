@@ -4,106 +4,23 @@ values through the session and the URL (keys temperature, top_k, top_p, seed).
 
 Builders take numbers already computed by lesson_model and a ``tr(key, **fields)`` callable
 for translated strings; they draw, they do not compute model results. Token labels arrive
-escaped (ui.tokens.axis_labels / plot_label)."""
+escaped (course.tokens.axis_labels / plot_label)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from ui import chart as go
-import streamlit as st
-from ui.chart import make_subplots
-
-from ui import state, theme
-from ui.i18n import t
-from ui.text import num
-from ui.tokens import readable_texts
+from course.figures import chart as go
+from course.figures import style
+from course.figures.chart import make_subplots
+from course.text import num
 
 T = Callable[..., str]
-BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = theme.OKABE_ITO[:6]
+BLUE, ORANGE, GREEN, VERMILION, SKY, PURPLE = style.OKABE_ITO[:6]
 GREY = "#9ca3af"
 VALUE_FONT = 14      # value labels on bars (px): readable on a projector
 LIGHT = "#d1d5db"
 INSIDE_LEGEND = dict(orientation="h", x=0.5, xanchor="center", y=0.99, yanchor="top", bgcolor="rgba(255,255,255,0.85)")
-
-# The URL keys of the sampling settings (shared with the generation page).
-TEMPERATURE, TOP_K, TOP_P, SEED = "temperature", "top_k", "top_p", "seed"
-T_MAX, K_MAX, SEED_MAX = 2.0, 100, 9999
-DEFAULT_T, DEFAULT_SEED = 1.0, 1
-
-
-@dataclass(frozen=True)
-class Settings:
-    temperature: float
-    top_k: int          # 0: off
-    top_p: float        # 1.0: off
-    seed: int
-
-    @property
-    def greedy(self) -> bool:
-        return self.temperature == 0
-
-    def kwargs(self) -> dict:
-        """Keyword arguments for next_token_distribution / generate_steps (off -> None)."""
-        return dict(temperature=self.temperature, top_k=self.top_k or None,
-                    top_p=self.top_p if self.top_p < 1.0 else None)
-
-    @property
-    def untouched(self) -> bool:
-        """Temperature 1 and nothing cut: sampling from the model's own distribution."""
-        return self.temperature == 1.0 and not self.top_k and self.top_p >= 1.0
-
-    def describe(self, with_seed: bool = True) -> str:
-        """One line for captions: 'temperature 0.8 · top-k 40 · top-p 0.9 · seed 1' (translated)."""
-        if self.greedy:
-            return t("sampling.settings.greedy_line")
-        line = t("sampling.settings.line", t=f"{self.temperature:g}",
-                 k=self.top_k if self.top_k else t("sampling.settings.off"),
-                 p=f"{self.top_p:g}" if self.top_p < 1 else t("sampling.settings.off"))
-        return t("sampling.settings.with_seed", line=line, seed=self.seed) if with_seed else line
-
-
-def settings_controls(slots: Sequence | None = None, *, with_seed: bool = True) -> Settings:
-    """Temperature, top-k, top-p (and seed) bound to the URL; the same widgets on both pages.
-
-    slots: containers to draw the controls in, one each (default: all in the current one).
-    """
-    slots = list(slots) if slots is not None else [st] * 4
-    temperature = state.url_float(TEMPERATURE, t("sampling.settings.temperature"), 0.0, T_MAX, DEFAULT_T, 0.05,
-                                  help=t("sampling.settings.temperature_help"), container=slots[0])
-    top_k = state.url_int(TOP_K, t("sampling.settings.top_k"), 0, K_MAX, 0,
-                          help=t("sampling.settings.top_k_help"), container=slots[1])
-    top_p = state.url_float(TOP_P, t("sampling.settings.top_p"), 0.05, 1.0, 1.0, 0.05,
-                            help=t("sampling.settings.top_p_help"), container=slots[2])
-    seed = seed_control(slots[3]) if with_seed else DEFAULT_SEED
-    return Settings(temperature, top_k, top_p, seed)
-
-
-def seed_control(container=None) -> int:
-    return state.url_int(SEED, t("sampling.settings.seed"), 0, SEED_MAX, DEFAULT_SEED, widget="number",
-                         help=t("sampling.settings.seed_help"), container=container)
-
-
-def next_token_texts(lm, context: Sequence, ids: Sequence[int]) -> list[str]:
-    """Display text of each candidate id as the token after ``context`` (the prompt's Tokens):
-    a byte piece that completes a character split at the end of the context reads as that
-    character and its piece number ("我²", see ui.tokens.readable_texts); a piece that only
-    starts a new character stays as bytes ("<E8>"), since no character is known yet."""
-    tail = list(context[-3:])          # a UTF-8 character has at most 4 bytes: 3 earlier pieces at most
-    out = []
-    for tok in lm.tokenizer.tokens([int(i) for i in ids]):
-        out.append(readable_texts(tail + [tok])[-1] if tail and tok.is_partial else tok.text)
-    return out
-
-
-def sequence_texts(lm, context: Sequence, ids: Sequence[int]) -> list[str]:
-    """Display texts of generated ids continuing ``context`` (the prompt's Tokens), byte pieces
-    read as their characters across the whole sequence ("我¹", "我²")."""
-    new = lm.tokenizer.tokens([int(i) for i in ids])
-    tail = list(context[-3:])
-    return readable_texts(tail + new)[len(tail):]
-
 
 # --------------------------------------------------------------------------- 1. last vector -> logits
 
@@ -111,7 +28,7 @@ def vector_strip_figure(tr: T, vector: Sequence[float], d_model: int) -> go.Figu
     """The last position's final vector as one strip of d_model coloured cells."""
     lim = max(abs(min(vector)), abs(max(vector))) or 1.0
     fig = go.Figure(go.Heatmap(
-        z=[list(vector)], x=list(range(d_model)), y=[""], colorscale=theme.DIVERGING, zmid=0, zmin=-lim, zmax=lim,
+        z=[list(vector)], x=list(range(d_model)), y=[""], colorscale=style.DIVERGING, zmid=0, zmin=-lim, zmax=lim,
         colorbar=dict(thickness=12, len=1.0, nticks=3, title=dict(text=tr("vector.value"), side="right")),
         hovertemplate=tr("vector.hover") + "<extra></extra>"))
     fig.update_layout(title=tr("vector.title", d=d_model))
@@ -225,7 +142,7 @@ def temperature_curves_figure(tr: T, title: str, temps: Sequence[float], series:
     dashes = ["solid", "dash", "dot", "dashdot"]
     for i, (name, ys) in enumerate(series.items()):
         fig.add_scatter(x=list(temps), y=[y * 100 for y in ys], mode="lines", name=name,
-                        line=dict(color=theme.OKABE_ITO[i % 8], dash=dashes[i % 4], width=2.5),
+                        line=dict(color=style.OKABE_ITO[i % 8], dash=dashes[i % 4], width=2.5),
                         hovertemplate=f"{name}<br>T=%{{x:.2f}}: %{{y:.1f}}%<extra></extra>")
     fig.update_layout(
         title=title, legend=dict(orientation="h", x=0, xanchor="left", y=-0.28, yanchor="top"),

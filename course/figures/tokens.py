@@ -9,13 +9,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 
-from ui import chart as go
-import streamlit as st
-
+from course.figures import chart as go
+from course.figures import style
+from course.text import code_span, html_escape, md_escape, shorten
+from course.tokens import label, plot_label
 from lesson_model.analysis.tokenization import CharacterGroup
-from ui import state, theme
-from ui.text import code_span, html_escape, md_escape, shorten
-from ui.tokens import label, plot_label
 
 # A fixed parallel corpus: the same sentence in English, Traditional and Simplified Chinese.
 # These are data measured by the tokens lesson (shown identically in every UI language),
@@ -106,7 +104,7 @@ def cost_figure(rows: Sequence[tuple[str, Sequence[int]]], series: Sequence[str]
         values = [r[1][s] for r in rows]
         extra = [h[s] for h in hover] if hover is not None else [""] * len(rows)
         fig.add_bar(
-            y=labels, x=values, name=name, orientation="h", marker_color=theme.OKABE_ITO[s],
+            y=labels, x=values, name=name, orientation="h", marker_color=style.OKABE_ITO[s],
             text=[f"{v:,}" for v in values], textposition="outside", cliponaxis=False,
             customdata=extra, hovertemplate="%{y}<br>%{x:,} %{customdata}<extra>" + html_label(name) + "</extra>",
         )
@@ -128,11 +126,11 @@ def length_histogram(length_counts: Sequence[tuple[int, int]], title: str, x_tit
                      marks: Sequence[tuple[int, str]] = ()) -> go.Figure:
     """How many vocabulary entries have each length in bytes (log count axis)."""
     xs = [n for n, _ in length_counts]
-    fig = go.Figure(go.Bar(x=xs, y=[c for _, c in length_counts], marker_color=theme.OKABE_ITO[0],
+    fig = go.Figure(go.Bar(x=xs, y=[c for _, c in length_counts], marker_color=style.OKABE_ITO[0],
                            hovertemplate="%{x} B: %{y:,}<extra></extra>"))
     for x, text in marks:
         fig.add_annotation(x=x, y=0, yref="paper", text=text, showarrow=True, arrowhead=2, ax=0, ay=-40,
-                           font=dict(size=theme.FONT_SIZE - 3))
+                           font=dict(size=style.FONT_SIZE - 3))
     fig.update_layout(title=title, bargap=0.1)
     fig.update_xaxes(title=x_title)
     fig.update_yaxes(title=y_title, type="log")
@@ -142,10 +140,10 @@ def length_histogram(length_counts: Sequence[tuple[int, int]], title: str, x_tit
 def id_figure(tokens: Sequence, title: str, x_title: str, y_title: str, vocab_size: int,
               hover_id: str) -> go.Figure:
     """The id of each prompt token (log axis): low ids are the merges learned first."""
-    from ui.tokens import axis_labels
+    from course.tokens import axis_labels
     labels = axis_labels(tokens, 12)
     ids = [max(tok.id, 1.6) for tok in tokens]     # so that ids 0 and 1 still show a bar on the log axis
-    colours = [theme.OKABE_ITO[5] if tok.special else theme.OKABE_ITO[7] if tok.is_partial else theme.OKABE_ITO[0]
+    colours = [style.OKABE_ITO[5] if tok.special else style.OKABE_ITO[7] if tok.is_partial else style.OKABE_ITO[0]
                for tok in tokens]
     fig = go.Figure(go.Bar(x=labels, y=ids, marker_color=colours, customdata=[tok.id for tok in tokens],
                            hovertemplate="%{x}<br>" + hover_id + " %{customdata}<extra></extra>"))
@@ -155,22 +153,3 @@ def id_figure(tokens: Sequence, title: str, x_title: str, y_title: str, vocab_si
     return fig
 
 
-# --------------------------------------------------------------------------- a URL-bound text box
-
-def url_text(key: str, label_text: str, default: str, *, max_chars: int = 60, help: str | None = None,
-             placeholder: str | None = None, container=None) -> str:
-    """A short text input bound to ``?key=`` like ui.state's controls (a word to look up).
-
-    A value from the link longer than ``max_chars`` is cut, with the state's visible note.
-    """
-    container = container or st
-
-    def parse(raw: str):
-        if len(raw) > max_chars:
-            return raw[:max_chars], state._note(key, raw, "state.ignored", value=shorten(raw[:max_chars], 20))
-        return raw, None
-
-    def render(**cb):
-        container.text_input(label_text, key=key, max_chars=max_chars, help=help, placeholder=placeholder, **cb)
-
-    return state._bound(key, default, parse, lambda v: str(v)[:max_chars], render, str, container)

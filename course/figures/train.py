@@ -1,12 +1,11 @@
-"""Figures and computed observations for the Training lab (app_pages/train.py).
+"""Figures for the Training lab (app_pages/train.py).
 
 Builders take the training's plain events (lesson_model.training Progress / Checkpoint /
 TrainResult) and ``tr`` (the page's translation function). Payloads stay small: a curve has
 one point per evaluation (steps / EVAL_EVERY), numbers are rounded, an attention map is
 SEQ_LEN x SEQ_LEN.
 
-``observations(result)`` is what "What to notice" says, as (catalog key, fields) pairs
-computed from the run only, so tests can check each sentence against the run.
+What "What to notice" says about a run is course/notices/train.py.
 """
 
 from __future__ import annotations
@@ -14,19 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from ui import chart as go
 
-from ui import theme
+from course.figures import chart as go
+from course.figures import style
 
 Tr = Callable[..., str]
-WHOLE, REPEAT = theme.OKABE_ITO[0], theme.OKABE_ITO[3]          # blue: whole sequence; vermillion: repeated part
-LAYER_COLOURS = [theme.OKABE_ITO[i] for i in (0, 3, 2, 5)]
+WHOLE, REPEAT = style.OKABE_ITO[0], style.OKABE_ITO[3]          # blue: whole sequence; vermillion: repeated part
+LAYER_COLOURS = [style.OKABE_ITO[i] for i in (0, 3, 2, 5)]
 GUESS = "#6b7280"
 PHASE = "#111827"
 STRIPE = "#F0E442"               # yellow on Viridis: the expected stripe
-SHORTCUT_GAP = 0.5               # nats: the shortcut "fails on random places" when its loss there is this much higher
-PHASE_LOW = 0.15                 # below this best induction score the head has not started to form
-PREV_FORMED = 0.3                # a previous-token score from which the page calls it a previous-token head
 
 
 def head_name(layer: int, head: int) -> str:
@@ -82,7 +78,7 @@ def loss_figure(history: Sequence, steps: int, log_v: float, phase_step: int | N
     fig.update_xaxes(title=tr("fig.step_axis"), range=[0, steps])
     top = max([log_v] + [max(p.loss, p.loss_repeat) for p in history])
     fig.update_yaxes(title=tr("fig.loss_axis"), range=[0, top * 1.12])
-    fig.update_layout(title=tr("fig.loss_title"), legend=dict(orientation="h", y=theme.legend_below(-0.3), x=0),
+    fig.update_layout(title=tr("fig.loss_title"), legend=dict(orientation="h", y=style.legend_below(-0.3), x=0),
                       hovermode="x unified")
     return fig
 
@@ -102,7 +98,7 @@ def score_figure(history: Sequence, steps: int, phase_step: int | None, tr: Tr) 
                         name=tr("fig.prev_layer", layer=layer), line=dict(color=colour, width=2, dash="dot"))
     fig.update_xaxes(title=tr("fig.step_axis"), range=[0, steps])
     fig.update_yaxes(title=tr("fig.score_axis"), range=[0, 1.05], tickformat=".0%")
-    fig.update_layout(title=tr("fig.score_title"), legend=dict(orientation="h", y=theme.legend_below(-0.3), x=0),
+    fig.update_layout(title=tr("fig.score_title"), legend=dict(orientation="h", y=style.legend_below(-0.3), x=0),
                       hovermode="x unified")
     return fig
 
@@ -138,7 +134,7 @@ def pattern_figure(pattern: np.ndarray, repeat: tuple[int, int, int], kind: str,
         x0, y0, x1, y1 = 0, 1, n - 2, n - 1
     score = probe_score(pattern, repeat, kind)
     fig = go.Figure(go.Heatmap(
-        z=z, colorscale=theme.SEQUENTIAL, zmin=0, zmax=1, showscale=False,
+        z=z, colorscale=style.SEQUENTIAL, zmin=0, zmax=1, showscale=False,
         hovertemplate=f"{tr('fig.query_pos')} %{{y}}<br>{tr('fig.key_pos')} %{{x}}<br>"
                       f"{tr('fig.weight')}: %{{z:.0%}}<extra></extra>"),
         layout=dict(shapes=[
@@ -146,9 +142,9 @@ def pattern_figure(pattern: np.ndarray, repeat: tuple[int, int, int], kind: str,
                  line=dict(color=STRIPE, width=2, dash="dash")),
             # the two copies of the segment, on the key axis
             dict(type="rect", xref="x", yref="paper", x0=first - 0.5, x1=first + length - 0.5, y0=1.0, y1=1.03,
-                 line=dict(width=0), fillcolor=theme.OKABE_ITO[0]),
+                 line=dict(width=0), fillcolor=style.OKABE_ITO[0]),
             dict(type="rect", xref="x", yref="paper", x0=second - 0.5, x1=second + length - 0.5, y0=1.0, y1=1.03,
-                 line=dict(width=0), fillcolor=theme.OKABE_ITO[1]),
+                 line=dict(width=0), fillcolor=style.OKABE_ITO[1]),
         ]))
     title_key = "fig.pattern_induction" if kind == "induction" else "fig.pattern_prev"
     fig.update_layout(title=tr(title_key, head=name, step=step, score=pct(score)))
@@ -162,13 +158,7 @@ def empty_figure(steps: int, log_v: float, tr: Tr) -> go.Figure:
     return loss_figure([], steps, log_v, None, tr)
 
 
-# --- What to notice ------------------------------------------------------------------------------
-
-def best_head(progress) -> tuple[int, int, float]:
-    """(layer, head, induction score) of the best induction head in one evaluation."""
-    layer = int(np.argmax(progress.induction))
-    return layer, int(progress.best_heads[layer]), float(progress.induction[layer])
-
+# --- the heads the page shows ----------------------------------------------------------------
 
 def shown_heads(result) -> list[tuple[int, int, str]]:
     """The heads whose patterns the step slider shows: each layer's best induction head at the
@@ -178,50 +168,3 @@ def shown_heads(result) -> list[tuple[int, int, str]]:
     if len(last.best_heads) > 1:
         heads.insert(0, (0, int(last.prev_heads[0]), "prev"))
     return heads
-
-
-def observations(result, log_v: float) -> list[tuple[str, dict]]:
-    """What to notice, as (catalog key under "notice.", fields) computed from this run."""
-    s = result.settings
-    history = result.history
-    last = history[-1]
-    out: list[tuple[str, dict]] = []
-    if result.stopped == "time":
-        out.append(("time", dict(done=result.steps_done, steps=s.steps, seconds=f"{result.seconds:.0f}")))
-    elif result.stopped == "cancelled":
-        out.append(("cancelled", dict(done=result.steps_done, steps=s.steps)))
-    layer, head, score = best_head(last)
-    name = head_name(layer, head)
-    if result.phase_step is not None:
-        i = next(i for i, p in enumerate(history) if p.step == result.phase_step)
-        at = history[i]
-        # "before": the last evaluation before the phase change where no head was half-way there yet
-        # (the loss is often already falling at the eval just before the rule's step)
-        low = [p for p in history[:i] if max(p.induction) < PHASE_LOW]
-        before = low[-1] if low else history[max(i - 1, 0)]
-        out.append(("formed_fixed" if not s.random_offset else "formed",
-                    dict(step=result.phase_step, seconds=f"{at.elapsed_s:.0f}", head=name,
-                         before=pct(max(before.induction)), after=pct(score))))
-        out.append(("loss_change", dict(step=before.step, before=nats(before.loss_repeat),
-                                        after=nats(last.loss_repeat), guess=nats(log_v))))
-        if s.random_offset and layer > 0:
-            prev_layer = int(np.argmax(last.prev_token[:layer]))
-            prev_score = float(last.prev_token[prev_layer])
-            key = "prev_head" if prev_score >= PREV_FORMED else "prev_weak"
-            out.append((key, dict(head=head_name(prev_layer, int(last.prev_heads[prev_layer])),
-                                  score=pct(prev_score), induction=name)))
-    else:
-        out.append(("none", dict(steps=result.steps_done, score=pct(score), head=name,
-                                 first=nats(history[0].loss_repeat), last=nats(last.loss_repeat),
-                                 guess=nats(log_v))))
-        if s.n_layers == 1 and s.random_offset:
-            out.append(("one_layer", {}))
-    if not s.random_offset and result.shortcut is not None:
-        sc = result.shortcut
-        first, second, _ = result.checkpoints[-1].repeat if result.checkpoints else (0, 0, 0)
-        fields = dict(here=nats(last.loss_repeat), there=nats(sc.loss_repeat), score=pct(max(sc.induction)),
-                      offset=second - first)
-        out.append(("shortcut" if sc.loss_repeat - last.loss_repeat >= SHORTCUT_GAP else "shortcut_weak", fields))
-    if not s.positions:
-        out.append(("no_positions", dict(score=pct(max(last.prev_token)), start=pct(max(history[0].prev_token)))))
-    return out

@@ -1,19 +1,18 @@
 """Figures for the What-if lab (app_pages/whatif.py). Builders take plain numbers, already-escaped
-labels and ``tr`` (the page's translation function), and return plotly Figures for ui.theme.plot."""
+labels and ``tr`` (the page's translation function), and return plotly Figures for course.theme.plot."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
 
-from ui import chart as go
-from ui.chart import make_subplots
-
-from ui import theme
+from course.figures import chart as go
+from course.figures import style
+from course.figures.chart import make_subplots
 
 Tr = Callable[..., str]
-BEFORE = theme.OKABE_ITO[0]      # blue: the intact model, everywhere on the page
-AFTER = theme.OKABE_ITO[3]       # vermillion: the model with the switches on
+BEFORE = style.OKABE_ITO[0]      # blue: the intact model, everywhere on the page
+AFTER = style.OKABE_ITO[3]       # vermillion: the model with the switches on
 
 
 def top_figure(before: Sequence[tuple[str, float]], after: Sequence[tuple[str, float]], tr: Tr) -> go.Figure:
@@ -68,7 +67,7 @@ def patterns_figure(before: Sequence[Sequence[float]], after: Sequence[Sequence[
              f"{tr('fig.weight')}: %{{z:.1%}}<extra></extra>")
     for col, z, labels in ((1, before, labels_before), (2, after, labels_after)):
         rows = [[float(v) if math.isfinite(v) else None for v in row] for row in z]
-        fig.add_heatmap(z=rows, x=list(labels), y=list(labels), colorscale=theme.SEQUENTIAL, zmin=0, zmax=1,
+        fig.add_heatmap(z=rows, x=list(labels), y=list(labels), colorscale=style.SEQUENTIAL, zmin=0, zmax=1,
                         showscale=col == 2, hovertemplate=hover, row=1, col=col,
                         colorbar=dict(title=dict(text=tr("fig.weight"), side="right"), tickformat=".0%",
                                       thickness=14))

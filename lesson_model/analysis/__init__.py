@@ -1,6 +1,6 @@
 """Analyses over a model and its runs: plain functions, one module per idea.
 
-The names DESIGN.md lists are importable from here; everything else from its module
+The names docs/DESIGN.md lists are importable from here; everything else from its module
 (``from lesson_model.analysis.heads import previous_token_score``). Each module also has a
 ``*_names`` helper that lists the hook points its functions read, so a caller can capture
 just those.

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.browser import harness
+from tools import browser as harness
 
 
 @pytest.fixture(scope="module")

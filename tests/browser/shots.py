@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tests.browser.harness import launch, page_url, streamlit_server, wait_until_drawn
+from tools.browser import launch, page_url, streamlit_server, wait_until_drawn
 
 SIZES = [(1280, 720), (1024, 768)]
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import argparse
 import json
 
-from tests.browser import harness
 from tests.browser.test_presenter_browser import MEASURE
+from tools import browser as harness
 
 PAGES = ["home", "tokens", "embeddings", "position", "attention", "heads", "induction", "ffn", "residual",
          "sampling", "generation", "architecture", "whatif", "train"]

@@ -17,10 +17,10 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser import harness
-from ui import i18n, nav
+from course import i18n, nav
+from tools import browser as harness
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = pytest.mark.browser
 
 if not harness.chromium_available() and not os.environ.get("CI"):
     pytest.skip("chromium not found at /usr/bin/chromium: install it with "

@@ -22,10 +22,10 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from tests.browser import harness
-from ui import i18n
+from course import i18n
+from tools import browser as harness
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = pytest.mark.browser
 
 if not harness.chromium_available() and not os.environ.get("CI"):
     pytest.skip("chromium not found at /usr/bin/chromium: install it with "

@@ -1,7 +1,7 @@
 """Presenter mode (?present=1) in a real Chromium at 1024x768: type of 20 px or more (body text,
 captions, labels, metric values, chart ticks and titles, diagram labels), Streamlit's menu
 hidden, the sidebar collapsed, no horizontal overflow; the header's Next button and the
-"Share this view" link (ui/presenter.py)."""
+"Share this view" link (classroom/presenter.py)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from tests.browser import harness
+from tools import browser as harness
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow]
+pytestmark = pytest.mark.browser
 
 if not harness.chromium_available() and not os.environ.get("CI"):
     pytest.skip("chromium not found at /usr/bin/chromium", allow_module_level=True)
@@ -89,7 +89,7 @@ MEASURE = """() => {
 
 # Pages whose Graphviz diagrams must be drawn at 20 px or more in presenter mode: residual's are
 # stretched to the column; heads, ffn and position draw theirs at a pixel width that gives
-# theme.font_px of their laptop text size (ui/figures_heads.py, figures_ffn.py, figures_position.py).
+# theme.font_px of their laptop text size (course/figures/heads.py, figures_ffn.py, figures_position.py).
 DIAGRAMS_CHECKED = {"residual", "heads", "ffn", "position"}
 
 

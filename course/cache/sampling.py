@@ -1,0 +1,55 @@
+"""The sampling lesson's shared computations: its forward pass (the final vector and the last
+position's logits) and the Try-this lines, each checked on a run of the model on its own prompt."""
+
+from __future__ import annotations
+
+import functools
+
+import streamlit as st
+
+from course.cache import default_tokens, lesson_t
+from course.i18n import join_list, join_sentences
+from course.model import MODEL_TAGS
+from course.notices import sampling as N
+from course.tokens import md_label, next_token_texts
+from lesson_model.analysis import sampling_demo as sd
+from server.models import CachedRun, cached_run
+
+CAP = 256              # tokens of the prompt this page runs (the last ones, when the prompt is longer)
+TRIES = range(1, 6)    # the Try-this examples (try.<n>)
+TRY_TOP_P, TRY_TOP_K = 0.9, 40     # the settings the Try-this lines quote
+
+
+def lesson_run(lm, tokens) -> CachedRun:
+    """The page's forward pass over ``tokens`` (Token objects), shared through the run cache."""
+    return cached_run(lm, [tok.id for tok in tokens], sd.final_vector_hook_names())
+
+
+def try_prompt(lm, lang: str, n: int) -> str:
+    return lesson_t("sampling", lm, lang)(f"try.{n}.prompt")
+
+
+@st.cache_data(max_entries=64, show_spinner=False)   # the same for every visitor: once per model and language
+def try_line(model_name: str, lang: str, n: int, prompt: str, _lm=None) -> str:
+    """Example n's line: its point (try.<n>.why, placeholder-free, also shown on an empty prompt)
+    and this model's numbers on that prompt, only when the numbers support the point; else a
+    plain account of the numbers (course.notices.sampling.try_line)."""
+    lm = _lm
+    example = lm.tokenize(prompt)[-CAP:]
+    facts = sd.prompt_facts(cached_run(lm, [tok.id for tok in example]).last_logits, top_p=TRY_TOP_P, top_k=TRY_TOP_K)
+    cands = next_token_texts(lm, example, facts.top_ids)
+    pieces = [c for c, tok in zip(cands, lm.tokenizer.tokens(facts.top_ids)) if tok.is_partial]
+    parts = N.try_line(n, N.try_point(MODEL_TAGS[lm.bundled.key], n), facts=facts, cands=cands, pieces=pieces,
+                       label=md_label, join=functools.partial(join_list, lang=lang))
+    sentences = [lesson_t("sampling", lm, lang)(key, **fields) for key, fields in parts]
+    return sentences[0] if len(sentences) == 1 else join_sentences(sentences, lang)
+
+
+def try_lines(lm, lang: str) -> list[tuple[str, str]]:
+    """(prompt, line) of every Try-this example in ``lang`` on ``lm``."""
+    return [(try_prompt(lm, lang, n), try_line(lm.name, lang, n, try_prompt(lm, lang, n), _lm=lm)) for n in TRIES]
+
+
+def warm(lm, lang: str) -> None:
+    lesson_run(lm, default_tokens(lm, lang, CAP))
+    try_lines(lm, lang)
