@@ -10,6 +10,9 @@ import string
 
 import numpy as np
 
+SMOL, GEMMA = "smollm2-135m", "gemma-3-270m"      # the bundled models' ?model= keys
+MODELS = [SMOL, GEMMA]
+
 
 def chart(at, key: str) -> dict:
     """The plotly JSON of the chart a page drew with ``theme.plot(fig, key=key)``."""
@@ -34,8 +37,32 @@ def charts(at) -> dict[str, dict]:
 
 
 def errors(at) -> list[str]:
-    """The messages of any exception the page raised."""
+    """The messages of any exception the page raised (not its ``st.error`` boxes: error_boxes)."""
     return [e.value for e in at.exception]
+
+
+def url_value(at, key: str) -> str | None:
+    """The app's URL parameter after the last run (None when absent; AppTest keeps a str or a list)."""
+    value = at.query_params.get(key)
+    return value[-1] if isinstance(value, list) else value
+
+
+def error_boxes(at) -> list[str]:
+    """The text of every ``st.error`` box the page drew (a page that handles its own failure
+    shows one instead of raising)."""
+    return [e.value for e in at.error]
+
+
+def subheaders(at) -> list[str]:
+    return [s.value for s in at.subheader]
+
+
+def metric(at, label: str, *, part: bool = False) -> str:
+    """The value of the ``st.metric`` labelled ``label`` (``part=True``: whose label holds it)."""
+    for m in at.metric:
+        if (label in m.label) if part else (m.label == label):
+            return m.value
+    raise AssertionError(f"no metric {label!r}; have {[m.label for m in at.metric]}")
 
 
 def text_of(at) -> str:

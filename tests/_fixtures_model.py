@@ -53,6 +53,7 @@ UNICODE_GAUNTLET = [
 def tiny_tokenizer_view():
     """A byte-level BPE tokenizer trained on a few lines (a real `tokenizers.Tokenizer`)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
     from lesson_model.tokens import TokenizerView
 
     tok = Tokenizer(models.BPE())
@@ -158,6 +159,7 @@ def _smollm2():
 def _reference_tokenizer():
     """transformers' tokenizer rebuilt from the same GGUF file (~8 s)."""
     from transformers import AutoTokenizer
+
     from lesson_model.loading import bundled_gguf_path
     path = bundled_gguf_path()
     return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
@@ -167,6 +169,7 @@ def _reference_tokenizer():
 def _reference():
     """transformers' own load of the same GGUF file: (model with eager attention, tokenizer)."""
     from transformers import AutoModelForCausalLM
+
     from lesson_model.loading import bundled_gguf_path
     path = bundled_gguf_path()
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
@@ -199,6 +202,7 @@ def _gemma_reference():
     """transformers' own load of the Gemma GGUF file: (Gemma3ForCausalLM with eager attention,
     its tokenizer), about 45 s."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+
     from lesson_model.loading import bundled_gguf_path
     path = bundled_gguf_path("gemma-3-270m")
     model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,

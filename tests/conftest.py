@@ -3,8 +3,13 @@
 - ``lm``: the real model, loaded once per test process.
 - ``open_page``: an AppTest of app.py opened on one page, with URL parameters, already run.
 
-Marks (pytest.ini): ``slow`` for tests that load the real model, ``browser`` for the
-real-Chromium end-to-end tests in tests/browser/.
+Stages (pytest.ini's markers; .ci/run runs them in this order, ./lab test-stages): every test
+gets exactly one of ``unit``, ``parity``, ``page``, ``server``, ``browser``. An explicit mark
+(``pytestmark`` or ``@pytest.mark.<stage>``) decides; without one the stage is derived from what
+the test uses (``stage_of`` below). Mark explicitly what the fixtures cannot show: a test that
+calls ``load_model()`` on a bundled model or reaches ``lm``/``gemma`` through
+``request.getfixturevalue`` (parity), one that starts a server process itself (server).
+tests/test_markers.py checks the stages partition the collection.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-# The server's start-up warm-up (ui/warmup.py) would open every lesson in each test's server
+# The server's start-up warm-up (server/warmup.py) would open every lesson in each test's server
 # and compete with the tests for the CPU: off, except where a test turns it on.
 os.environ["DECODER_LAB_WARMUP"] = "0"
 
@@ -63,14 +68,23 @@ def trained():
 
 
 @pytest.fixture(scope="session")
-def warm_app(lm):
-    """Run the app once per bundled model so both sit in Streamlit's resource cache for every AppTest."""
+def warm_app():
+    """Run the app once per bundled model so both sit on the app's model shelf (server.models)
+    for every AppTest: a page test's own run then has no model load in its APP_TIMEOUT. (The app
+    loads its own copies: a test that compares a page with ``lm`` or ``gemma`` asks for them.)
+    Then the induction lesson's per-model experiments, as the server's warm-up computes them
+    (course/cache): a minute or two per model on a busy machine, which a page test's first run
+    of that lesson would otherwise spend inside its APP_TIMEOUT."""
     from streamlit.testing.v1 import AppTest
+
+    from course import cache
+    from server.models import shelf
     for model in ("smollm2-135m", "gemma-3-270m"):
         at = AppTest.from_file(str(APP), default_timeout=600)
         at.query_params["model"] = model
         at.run()
         assert not at.exception, [e.value for e in at.exception]
+        cache.warm("induction", shelf(model), "en")
     return True
 
 
@@ -78,13 +92,14 @@ def warm_app(lm):
 def open_page(warm_app):
     """open_page(page, lang=..., prompt=..., params={...}, locale=..., model=...) -> AppTest after its run.
 
-    Like opening ``/<page>?lang=..&prompt=..&<params>`` in a browser: the app starts on
-    home (AppTest needs one run before switching pages), then the page's own parameters
-    are put in the URL and the page runs.
+    Like opening ``/<page>?lang=..&prompt=..&<params>`` in a browser: every parameter is in the
+    URL for the first run, and that run is the page's (AppTest's switch_page before the first
+    run finds the page by its file name, which is its url_path here, course/nav.py); home runs
+    only when it is the page asked for.
     """
     from streamlit.testing.v1 import AppTest
 
-    from ui import nav
+    from course import nav
 
     def _open(page: str = nav.HOME, *, lang: str | None = "en", prompt: str | None = None,
               params: dict | None = None, locale: str | None = None, model: str | None = None):
@@ -97,14 +112,58 @@ def open_page(warm_app):
             at.query_params["lang"] = lang
         if prompt is not None:
             at.query_params["prompt"] = prompt
-        if page == nav.HOME:
-            for key, value in (params or {}).items():
-                at.query_params[key] = str(value)
-            return at.run()
-        at.run()
         for key, value in (params or {}).items():
             at.query_params[key] = str(value)
-        at.switch_page(nav.page_file(page))
+        if page != nav.HOME:
+            at.switch_page(nav.page_file(page))
         return at.run()
 
     return _open
+
+
+# --------------------------------------------------------------------------- stages
+
+STAGES = ("unit", "parity", "page", "server", "browser")    # the order .ci/run runs them in: cheapest first
+PAGE_FIXTURES = frozenset({"open_page", "warm_app"})        # an AppTest of app.py
+REAL_WEIGHTS_FIXTURES = frozenset({                          # the bundled models, or transformers' load of them
+    "lm", "gemma", "models",                                # here
+    "smollm2", "gemma_lm", "reference", "gemma_reference", "reference_tokenizer",   # tests/_fixtures_model.py
+})
+SERVER_FIXTURES = frozenset({"redis_url"})                  # a redis-server process (tests/test_class_store.py)
+BROWSER_DIR = Path(__file__).resolve().parent / "browser"
+
+
+def explicit_stages(item) -> set[str]:
+    """The stage marks put on the test, its class or its module."""
+    return {mark.name for mark in item.iter_markers() if mark.name in STAGES}
+
+
+def stage_of(item) -> str:
+    """The test's stage: its explicit mark, else derived from what it uses. The heaviest thing
+    the test needs decides: a live server for Chromium (tests/browser/), an AppTest run, a server
+    process, the real weights; anything else (tiny random models, tokenizers, catalogs, state,
+    pure functions) is a unit test."""
+    explicit = explicit_stages(item)
+    if len(explicit) > 1:
+        raise pytest.UsageError(f"{item.nodeid}: more than one stage mark {sorted(explicit)}; "
+                                f"a test has exactly one of {', '.join(STAGES)}")
+    if explicit:
+        return explicit.pop()
+    used = set(getattr(item, "fixturenames", ()))
+    if BROWSER_DIR in Path(str(item.path)).parents:
+        return "browser"
+    if used & PAGE_FIXTURES:
+        return "page"
+    if used & SERVER_FIXTURES:
+        return "server"
+    if used & REAL_WEIGHTS_FIXTURES:
+        return "parity"
+    return "unit"
+
+
+@pytest.hookimpl(tryfirst=True)     # before pytest's own -m selection reads the marks
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        stage = stage_of(item)          # raises on two stage marks
+        if not explicit_stages(item):
+            item.add_marker(stage)

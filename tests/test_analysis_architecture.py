@@ -22,7 +22,7 @@ def catalog(lang):
 
 # --- the card -------------------------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_card_rows_equal_the_configs(models):
     for key, lm in models.items():
         cfg = lm.cfg
@@ -47,7 +47,7 @@ def test_card_rows_equal_the_configs(models):
         assert rows["params"].facts["total"] == sum(p.numel() for p in lm.decoder.parameters())
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_card_facts_of_the_two_models(lm, gemma):
     s = {r.key: r for r in AR.model_card(lm)}
     g = {r.key: r for r in AR.model_card(gemma)}
@@ -64,7 +64,7 @@ def test_card_facts_of_the_two_models(lm, gemma):
 
 # --- the counts -----------------------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_counts_equal_the_tensors_and_the_embedding_fractions(lm, gemma):
     shares = {}
     for m in (lm, gemma):
@@ -117,7 +117,7 @@ def _losses(m, text):
     return AR.position_losses(ids, m.run(ids, names=[]).logits)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_position_losses_are_the_training_loss(lm):
     ids = lm.encode("The cat sat on the mat because it was tired.")
     logits = lm.run(ids, names=[]).logits
@@ -131,7 +131,7 @@ CASES = [("en", "smollm2-135m"), ("en", "gemma-3-270m"), ("zh-Hant", "gemma-3-27
          ("zh-Hant", "smollm2-135m")]
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("lang, key", CASES)
 def test_try_this_claims(models, lang, key):
     m = models[key]
@@ -147,7 +147,7 @@ def test_try_this_claims(models, lang, key):
 
 # --- post-training ------------------------------------------------------------------------------
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_post_training_english(lm, gemma):
     q = catalog("en")["post"]["question"]
     chat = AR.post_training(lm, q, 36)
@@ -161,7 +161,7 @@ def test_post_training_english(lm, gemma):
     assert chat.partial == 0 and base.partial == 0
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
 def test_post_training_chinese(lm, gemma, lang):
     q = catalog(lang)["post"]["question"]

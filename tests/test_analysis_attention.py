@@ -10,8 +10,6 @@ import torch
 
 from lesson_model.analysis import attention as A
 
-pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
-
 WAS_CAT = "The cat that I saw yesterday was"
 
 

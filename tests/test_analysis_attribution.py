@@ -3,11 +3,17 @@
 import pytest
 import torch
 
-from lesson_model.analysis.attribution import (decomposition_names, direct_logit_attribution, dla_names,
-                                               head_dla_names, head_logit_attribution, head_writes,
-                                               residual_decomposition)
+from lesson_model.analysis.attribution import (
+    decomposition_names,
+    direct_logit_attribution,
+    dla_names,
+    head_dla_names,
+    head_logit_attribution,
+    head_writes,
+    residual_decomposition,
+)
 
-pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
+pytestmark = pytest.mark.parity
 
 TEXT = "When Mary and John went to the store, John gave a drink to"
 

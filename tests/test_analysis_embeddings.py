@@ -187,7 +187,7 @@ def test_works_on_a_tiny_model(tiny):
     assert [n.id for n in got] == cos.topk(3).indices.tolist()
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_hook_embed_is_the_rows_times_sqrt_d(gemma):
     """The embeddings page says the first block reads each row × √d_model on Gemma (√640 ≈ 25.30)."""
     import math
@@ -203,7 +203,7 @@ def test_gemma_hook_embed_is_the_rows_times_sqrt_d(gemma):
     assert [n.id for n in scaled] == [n.id for n in E.nearest_neighbours(gemma, token, k=5)]
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_order_and_neighbours(gemma):
     for a, b in (("我吃魚。", "魚吃我。"), ("我吃鱼。", "鱼吃我。"), ("狗咬人。", "人咬狗。"),
                  ("The dog bites the man.", "The man bites the dog.")):

@@ -63,7 +63,7 @@ def test_first_difference():
     assert gd.CacheComparison([mk(1)], [mk(1), mk(2)]).first_difference == 1
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_smollm2_cache_on_off_same_tokens(lm):
     comp = gd.compare_kv_cache(lm, "The capital of France is", 8, temperature=0)
     assert comp.identical
@@ -93,7 +93,7 @@ def test_windowed_cache_and_work(tiny, tiny_gemma):
     assert gd.multiply_adds(cfg, start=19, n_new=1) == no_attention + 2 * cfg.n_heads * cfg.d_head * (2 * w + 20)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_numbers_by_hand(gemma):
     cfg = gemma.cfg
     # 1 KV head x 256 numbers x (K and V) x 4 bytes = 2,048 bytes per position per layer; 18 layers
@@ -109,7 +109,7 @@ def test_gemma_numbers_by_hand(gemma):
     assert gd.multiply_adds(cfg, start=600, n_new=1) == weights + unembed + 2 * 4 * 256 * (3 * 601 + 15 * 512)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_cache_on_off_same_tokens(gemma):
     comp = gd.compare_kv_cache(gemma, "貓坐在墊子上，因為它累了。貓", 6, temperature=0)
     assert comp.identical

@@ -9,8 +9,6 @@ import torch
 
 from lesson_model.analysis import heads as H
 
-pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
-
 PROMPT = "Mr Dursley went to work. Mr Dursley"
 
 

@@ -8,8 +8,6 @@ import torch
 
 from lesson_model.analysis import induction as I
 
-pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
-
 SEQ, N = 20, 3
 
 

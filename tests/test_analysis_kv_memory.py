@@ -51,7 +51,7 @@ def test_variants_mha_mqa():
     assert K.kv_bytes_per_token(v["MQA"]) * 8 == K.kv_bytes_per_token(llama)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_this_model_matches_a_real_kv_cache(lm):
     shape = K.shape_of(lm.cfg, lm.name)
     assert (shape.n_layers, shape.n_heads, shape.n_kv_heads, shape.d_head) == (30, 9, 3, 64)
@@ -110,7 +110,7 @@ def test_shape_of_a_windowed_config(tiny_gemma):
     assert last.kv_bytes > K.kv_bytes_windowed(shape, last.kv_positions, "fp32")
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_matches_a_real_kv_cache(gemma):
     shape = K.shape_of(gemma.cfg, gemma.name)
     assert shape.kind == "MQA" and shape.group_size == gemma.cfg.n_heads
@@ -121,7 +121,7 @@ def test_gemma_matches_a_real_kv_cache(gemma):
     assert last.kv_bytes == K.kv_bytes(shape, last.kv_positions, "fp32")
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("which", ["lm", "gemma"])
 def test_the_cache_of_a_run_is_what_a_generation_step_keeps(request, which):
     """kv_cache_of_run (the heads page's measurement) holds what a real generation step's cache

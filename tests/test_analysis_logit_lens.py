@@ -5,7 +5,7 @@ import torch
 
 from lesson_model.analysis.lens import decode_residual, first_depth_on_top, logit_lens, logit_lens_names
 
-pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
+pytestmark = pytest.mark.parity
 
 TEXT = "The capital of France is Paris. The capital of"
 

@@ -7,8 +7,6 @@ import torch.nn.functional as F
 
 from lesson_model.analysis import neurons as N
 
-pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
-
 TEXT = "The cat sat on the mat. The cat"
 LAYER = 4
 

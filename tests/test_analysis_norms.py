@@ -5,8 +5,6 @@ import torch
 
 from lesson_model.analysis import norms as NO
 
-pytestmark = pytest.mark.slow   # loads the real model (the session fixture lm)
-
 
 def test_norms_by_hand():
     x = torch.tensor([1.0, 2.0, 3.0, 6.0])          # mean 3, var (4+1+0+9)/4 = 3.5, ms (1+4+9+36)/4 = 12.5

@@ -2,11 +2,20 @@
 
 import pytest
 
-from lesson_model.analysis.params import (PRESETS, PUBLISHED_ACTIVE, PUBLISHED_TOTALS, ArchConfig,
-                                          config_of, count_params, kind_of, model_breakdown, with_experts)
+from lesson_model.analysis.params import (
+    PRESETS,
+    PUBLISHED_ACTIVE,
+    PUBLISHED_TOTALS,
+    ArchConfig,
+    config_of,
+    count_params,
+    kind_of,
+    model_breakdown,
+    with_experts,
+)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_breakdown_reads_the_real_tensors(lm):
     b = model_breakdown(lm)
     assert b.total == sum(p.numel() for p in lm.decoder.parameters())
@@ -17,7 +26,7 @@ def test_breakdown_reads_the_real_tensors(lm):
     assert b.parts["embedding"] == lm.decoder.W_E.numel()
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_breakdown_equals_its_tensors(gemma):
     """Gemma: every part equals the real tensors of that kind; the norms include q_norm/k_norm
     and the post-norms; the 262,144 x 640 embedding is most of the model."""
@@ -42,7 +51,7 @@ def test_gemma_breakdown_equals_its_tensors(gemma):
     assert c.parts == b.parts and c.per_layer == b.per_layer
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_formula_matches_this_model(lm):
     c = count_params(config_of(lm))
     b = model_breakdown(lm)

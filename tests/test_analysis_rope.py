@@ -122,7 +122,7 @@ def test_max_turn_error_wraps_and_skips_zero_pairs():
 GEMMA_PROMPT = "我吃魚，魚吃我。The cat sat on the mat."
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_rope_bases_of_both_models(smollm2, gemma):
     (one,) = R.rope_bases(smollm2)
     assert one.kind == "global" and one.base == smollm2.cfg.rope_theta and one.layers == tuple(range(30))
@@ -141,7 +141,7 @@ def test_rope_bases_of_both_models(smollm2, gemma):
     assert R.base_of(gemma, 5).kind == "global" and R.base_of(gemma, 4).kind == "sliding"
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("layer", [4, 5])
 def test_gemma_rope_turns_the_qk_normed_vector(gemma, layer):
     """On Gemma RoPE turns q after QK-norm: pre_rope, rotated by the layer's own RoPE, is hook_rot_q."""

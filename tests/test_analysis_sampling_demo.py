@@ -134,7 +134,7 @@ def test_sample_histogram_lists_rare_draws(logits):
 
 # --------------------------------------------------------------------------- the real model
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_final_vector_gives_the_logits(lm):
     run = lm.run("The capital of France is", names=sd.final_vector_hook_names())
     vec = sd.final_vector(lm, run)

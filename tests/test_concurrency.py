@@ -78,6 +78,6 @@ def test_threads_generating_with_different_seeds_tiny(tiny):
     assert together == alone * 2
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_threads_with_different_hooks_smollm2(smollm2):
     check(smollm2, smollm2.encode("The cat sat on the mat. The dog sat on the log. The cat"), rounds=1)

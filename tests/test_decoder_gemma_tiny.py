@@ -10,9 +10,19 @@ import torch
 
 from lesson_model import Hooks, KVCache
 from lesson_model.loading import convert_hf
-from tests._fixtures_model import (TINY_GEMMA_WINDOW, assert_close_f32, assert_greedy_has_margin,  # noqa: F401
-                                   assert_run_invariants, finite_scale, logits_depth, pattern_depth,
-                                   random_hf_model, tiny_gemma, tiny_gemma_config, torch_threads)
+from tests._fixtures_model import (  # noqa: F401
+    TINY_GEMMA_WINDOW,
+    assert_close_f32,
+    assert_greedy_has_margin,
+    assert_run_invariants,
+    finite_scale,
+    logits_depth,
+    pattern_depth,
+    random_hf_model,
+    tiny_gemma,
+    tiny_gemma_config,
+    torch_threads,
+)
 
 N_POS = 3 * TINY_GEMMA_WINDOW    # well past the window
 

@@ -7,9 +7,19 @@ import torch
 
 from lesson_model import Hooks, KVCache, LessonModel
 from lesson_model.loading import convert_hf
-from tests._fixtures_model import (assert_close_f32, assert_run_invariants, block_output_depth,  # noqa: F401
-                                   finite_scale, logits_depth, pattern_depth, random_hf_model, tiny,
-                                   tiny_llama_config, tiny_tokenizer_view, torch_threads)
+from tests._fixtures_model import (  # noqa: F401
+    assert_close_f32,
+    assert_run_invariants,
+    block_output_depth,
+    finite_scale,
+    logits_depth,
+    pattern_depth,
+    random_hf_model,
+    tiny,
+    tiny_llama_config,
+    tiny_tokenizer_view,
+    torch_threads,
+)
 
 
 def random_ids(lm, batch=2, n_pos=12, seed=0) -> torch.Tensor:
@@ -340,6 +350,7 @@ def test_param_counts_add_up(tiny):
 def test_decoder_source_is_readable():
     """decoder.py is shown to learners: every tensor line in the forward passes says its shape."""
     import inspect
+
     from lesson_model import decoder
     src = inspect.getsource(decoder)
     assert "import streamlit" not in src and "plotly" not in src

@@ -7,11 +7,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests._fixtures_model import (assert_close_f32, assert_greedy_has_margin, assert_run_invariants,  # noqa: F401
-                                   finite_scale, gemma_lm, gemma_reference, logits_depth, pattern_depth,
-                                   torch_threads)
+from tests._fixtures_model import (  # noqa: F401
+    assert_close_f32,
+    assert_greedy_has_margin,
+    assert_run_invariants,
+    finite_scale,
+    gemma_lm,
+    gemma_reference,
+    logits_depth,
+    pattern_depth,
+    torch_threads,
+)
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.parity
 
 PROMPTS = {
     "chinese": "貓坐在墊子上，因為它累了。貓",

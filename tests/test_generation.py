@@ -7,9 +7,18 @@ import torch
 
 from lesson_model import LessonModel
 from lesson_model.generation import Step
-from tests._fixtures_model import (assert_close_f32, assert_greedy_has_margin, greedy_step_logits,  # noqa: F401
-                                   logits_depth, reference, smollm2, tiny, tiny_eos_id, tiny_tokenizer_view,
-                                   torch_threads)
+from tests._fixtures_model import (  # noqa: F401
+    assert_close_f32,
+    assert_greedy_has_margin,
+    greedy_step_logits,
+    logits_depth,
+    reference,
+    smollm2,
+    tiny,
+    tiny_eos_id,
+    tiny_tokenizer_view,
+    torch_threads,
+)
 
 PROMPT = "the cat sat on"
 
@@ -134,7 +143,7 @@ def test_tiny_eos_is_the_tokenizer_eos(tiny):
 
 # --------------------------------------------------------------------------- the real model
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_smollm2_greedy_equals_transformers_generate(smollm2, reference, torch_threads):
     hf, _ = reference
     prompt = smollm2.chat_template([{"role": "user", "content": "What is the capital of France?"}])

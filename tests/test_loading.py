@@ -19,7 +19,6 @@ from lesson_model import loading
 from lesson_model.loading import INSTALL_COMMAND, ModelNotInstalledError, load_model
 from tests._fixtures_model import _smollm2, assert_close_f32, logits_depth, random_hf_model, smollm2  # noqa: F401
 
-
 # --------------------------------------------------------------------------- environment, device, missing package
 
 def test_cache_dir_env_override(monkeypatch, tmp_path):
@@ -180,7 +179,7 @@ def same_weights(a, b) -> bool:
     return sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_first_load_converts_once_then_reads_the_cache(empty_cache, smollm2):
     root, calls = empty_cache
     progress = []
@@ -241,7 +240,7 @@ CORRUPTIONS = {
 }
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("corruption", list(CORRUPTIONS))
 def test_damaged_cache_is_detected_and_rebuilt(empty_cache, smollm2, corruption):
     _, calls = empty_cache
@@ -256,7 +255,7 @@ def test_damaged_cache_is_detected_and_rebuilt(empty_cache, smollm2, corruption)
     assert lm.encode("<|im_end|>") == [smollm2.eos_token_id]
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_interrupted_write_leaves_no_partial_cache(empty_cache, monkeypatch):
     root, calls = empty_cache
 
@@ -275,7 +274,7 @@ def test_interrupted_write_leaves_no_partial_cache(empty_cache, monkeypatch):
     assert loading._cache_is_valid(loading.bundled_cache_folder()) and len(calls) == 2
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_abandoned_temporary_folders_are_cleaned_up(empty_cache):
     root, _ = empty_cache
     folder_name = loading.bundled_cache_folder().name
@@ -289,7 +288,7 @@ def test_abandoned_temporary_folders_are_cleaned_up(empty_cache):
     assert recent.exists(), "a recent one may belong to a process still writing"
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_concurrent_first_loads_agree(empty_cache, smollm2):
     _, calls = empty_cache
     results, errors = [], []
@@ -310,7 +309,6 @@ def test_concurrent_first_loads_agree(empty_cache, smollm2):
     assert loading._cache_is_valid(loading.bundled_cache_folder())
 
 
-@pytest.mark.slow
 def test_rope_frequencies_stay_float32_in_a_bfloat16_model(tmp_path):
     save_tiny_checkpoint(tmp_path / "tiny", "llama")
     lm32 = load_model(str(tmp_path / "tiny"), device="cpu")
@@ -382,7 +380,7 @@ def test_missing_gemma_package_names_its_install_command(monkeypatch, tmp_path):
     assert list(tmp_path.iterdir()) == [], "nothing is written when there is nothing to convert"
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_chunks_are_joined_once_atomically(monkeypatch, tmp_path):
     monkeypatch.setenv("DECODER_LAB_CACHE", str(tmp_path))
     paths, errors = [], []
@@ -407,7 +405,7 @@ def test_gemma_chunks_are_joined_once_atomically(monkeypatch, tmp_path):
 _real_gemma_conversion = functools.cache(lambda: _real_convert_gguf(loading.bundled_gguf_path("gemma-3-270m")))
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_converts_once_and_a_damaged_cache_is_rebuilt(scratch_root, monkeypatch):
     """The same cache machinery as SmolLM2's: converted once, checked on every load, rebuilt when damaged."""
     from tests._fixtures_model import _gemma

@@ -5,10 +5,19 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests._fixtures_model import (assert_close_f32, assert_run_invariants, f32_bound, finite_scale,  # noqa: F401
-                                   logits_depth, pattern_depth, reference, smollm2, torch_threads)
+from tests._fixtures_model import (  # noqa: F401
+    assert_close_f32,
+    assert_run_invariants,
+    f32_bound,
+    finite_scale,
+    logits_depth,
+    pattern_depth,
+    reference,
+    smollm2,
+    torch_threads,
+)
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.parity
 
 PROMPTS = {
     "english": "The cat sat on the mat because it was warm. The cat",

@@ -6,8 +6,12 @@ import itertools
 
 import pytest
 import torch
-from transformers.generation.logits_process import (LogitsProcessorList, TemperatureLogitsWarper,
-                                                    TopKLogitsWarper, TopPLogitsWarper)
+from transformers.generation.logits_process import (
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from lesson_model.sampling import entropy, make_generator, next_token_distribution, sample, warp_logits
 

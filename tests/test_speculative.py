@@ -6,11 +6,21 @@ import pytest
 import torch
 
 from lesson_model.sampling import next_token_distribution
-from lesson_model.speculative import (accept_probability, emitted_token_distribution,
-                                      partial_forward, residual_distribution,
-                                      speculative_generate)
-from tests._fixtures_model import (assert_close_f32, assert_greedy_has_margin, logits_depth, tiny, tiny_gemma,  # noqa: F401
-                                   torch_threads)
+from lesson_model.speculative import (
+    accept_probability,
+    emitted_token_distribution,
+    partial_forward,
+    residual_distribution,
+    speculative_generate,
+)
+from tests._fixtures_model import (  # noqa: F401
+    assert_close_f32,
+    assert_greedy_has_margin,
+    logits_depth,
+    tiny,
+    tiny_gemma,
+    torch_threads,
+)
 from tests.test_generation import with_eos
 
 PROMPT = "the cat sat on"
@@ -211,7 +221,7 @@ def test_speculative_sampling_first_token_wiring(tiny):
     assert 0 < kept < 100                        # both branches ran
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("prompt", ["The cat sat on the mat because it was tired. The cat", "1, 2, 3, 4, 5,"])
 def test_smollm2_greedy_equals_plain_greedy(lm, prompt):
     plain = plain_greedy(lm, prompt, 16)
@@ -221,7 +231,7 @@ def test_smollm2_greedy_equals_plain_greedy(lm, prompt):
         check_bookkeeping(lm, result, 16)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_smollm2_chat_prompt_stops_at_eos(lm):
     prompt = lm.chat_template([{"role": "user", "content": "What is 2+2?"}])
     plain = plain_greedy(lm, prompt, 30)
@@ -244,7 +254,7 @@ def test_greedy_equals_plain_greedy_on_a_sliding_window_model(tiny_gemma, torch_
         check_bookkeeping(lm, result, 12)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("prompt", ["春、夏、秋、冬、春、夏、秋、冬、春、", "1, 2, 3, 4, 5,"])
 def test_gemma_greedy_equals_plain_greedy(gemma, prompt):
     plain = plain_greedy(gemma, prompt, 12)

@@ -7,8 +7,7 @@ import random
 import pytest
 
 from lesson_model.tokens import Token, bytes_as_text
-from tests._fixtures_model import (UNICODE_GAUNTLET, reference_tokenizer, smollm2,  # noqa: F401
-                                   tiny_tokenizer_view)
+from tests._fixtures_model import UNICODE_GAUNTLET, reference_tokenizer, smollm2, tiny_tokenizer_view  # noqa: F401
 
 # Code point ranges random strings are drawn from: ASCII, whitespace, Latin with accents,
 # combining marks, Greek/Cyrillic, Hebrew/Arabic, CJK, Hangul, emoji and their modifiers.
@@ -93,14 +92,14 @@ EMOJI = "I ❤️ 🐈‍⬛ and 👩🏽‍💻 🇹🇼 🤖!"
 CODE = 'def add(a, b):\n    """Add two numbers."""\n    return a + b  # 2 spaces\n\n\nprint(add(1, 2))\t// done'
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("text", [ENGLISH, CHINESE, EMOJI, CODE] + UNICODE_GAUNTLET, ids=lambda t: repr(t[:12]))
 def test_ids_equal_reference_tokenizer(smollm2, reference_tokenizer, text):
     assert smollm2.encode(text) == reference_tokenizer(text).input_ids
     assert smollm2.decode(smollm2.encode(text)) == reference_tokenizer.decode(reference_tokenizer(text).input_ids)
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_smollm2_bytes_join_back_on_many_strings(smollm2):
     for text in [ENGLISH, CHINESE, EMOJI, CODE] + UNICODE_GAUNTLET + random_strings(400, seed=1):
         tokens = smollm2.tokenize(text)
@@ -109,7 +108,7 @@ def test_smollm2_bytes_join_back_on_many_strings(smollm2):
         assert smollm2.decode([t.id for t in tokens]) == text
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_smollm2_tokens_show_split_characters_as_bytes(smollm2):
     tokens = smollm2.tokenize(CHINESE)
     assert any(t.is_partial for t in tokens), "some Chinese characters take several tokens"
@@ -119,7 +118,7 @@ def test_smollm2_tokens_show_split_characters_as_bytes(smollm2):
     assert smollm2.token_text(smollm2.encode(" the")[0]) == " the"
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_smollm2_special_tokens(smollm2):
     text = "<|im_start|>user\nhi<|im_end|>"
     tokens = smollm2.tokenize(text)
@@ -136,7 +135,7 @@ CONVERSATIONS = [
 ]
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("add_generation_prompt", [True, False])
 def test_chat_template_equals_apply_chat_template(smollm2, reference_tokenizer, add_generation_prompt):
     for messages in CONVERSATIONS:

@@ -1,9 +1,10 @@
 """Bytes the vocabulary cannot represent: the tokenizer drops them; spans must stay right."""
 
-from tests._fixtures_model import smollm2  # noqa: F401
 import pytest
 
-pytestmark = pytest.mark.slow
+from tests._fixtures_model import smollm2  # noqa: F401
+
+pytestmark = pytest.mark.parity
 
 
 def test_dropped_control_bytes_keep_spans_and_are_reported(smollm2):

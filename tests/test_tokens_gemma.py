@@ -165,7 +165,7 @@ TEXTS = UNICODE_GAUNTLET + CHINESE + ["<bos>x<start_of_turn>user\nhi<end_of_turn
                                       "  two  spaces ▁ and a typed ▁"]
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_ids_equal_the_reference_tokenizer(gemma):
     ref = _gemma_reference_tokenizer()
     for text in TEXTS + random_strings(300, seed=5):
@@ -174,7 +174,7 @@ def test_gemma_ids_equal_the_reference_tokenizer(gemma):
         assert gemma.decode(ids) == ref.decode(ids), text
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_tokens_join_back_after_bos(gemma):
     for text in TEXTS + random_strings(300, seed=6):
         ids = gemma.encode(text)
@@ -187,7 +187,7 @@ def test_gemma_tokens_join_back_after_bos(gemma):
             assert gemma.decode(ids[1:]) == text
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_pieces_and_specials(gemma):
     tokens = gemma.tokenize("我吃魚，魚吃我。")
     assert [t.text for t in tokens] == ["<bos>", *"我吃魚，魚吃我。"]         # one token per character
@@ -204,7 +204,7 @@ def test_gemma_pieces_and_specials(gemma):
     assert {2, 105, 106, 1} <= view.special_ids and gemma.tokenizer.chat_template is None
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 def test_gemma_vocabulary_facts(gemma):
     f = T.vocabulary_facts(gemma)
     assert f.size == gemma.cfg.vocab_size == 262144
@@ -216,7 +216,7 @@ def test_gemma_vocabulary_facts(gemma):
     assert f.missing_bytes == ()
 
 
-@pytest.mark.slow
+@pytest.mark.parity
 @pytest.mark.parametrize("word", [" strawberry", "strawberry", " tokenization", " blueberry", "我吃魚", " 貓坐在墊子上",
                                   " naïve", "𝕏x"])
 def test_gemma_merge_steps_end_in_the_tokens(gemma, word):

@@ -11,8 +11,17 @@ import torch
 
 from lesson_model import Decoder, Hooks
 from lesson_model import training as tr
-from lesson_model.training import (LIMITS, Checkpoint, Progress, TrainResult, TrainSettings, clamp, log_vocab,
-                                   phase_change, train)
+from lesson_model.training import (
+    LIMITS,
+    Checkpoint,
+    Progress,
+    TrainResult,
+    TrainSettings,
+    clamp,
+    log_vocab,
+    phase_change,
+    train,
+)
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -188,7 +197,7 @@ def test_same_settings_same_curves_other_seed_other_curves():
     assert curves(first) != curves(other)
 
 
-@pytest.mark.slow      # minutes on a busy 2-core machine, where two threads wait on each other
+# minutes on a busy 2-core machine, where two threads wait on each other
 def test_same_curves_at_two_threads():
     """At 2 threads too (the embedding's gradient is a matmul, see training.one_hot_embed)."""
     torch.set_num_threads(2)
@@ -238,7 +247,6 @@ def full_run(trained):
     return run
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_two_layers_form_an_induction_head_with_random_offsets(full_run):
     result = full_run(n_layers=2)
@@ -250,7 +258,6 @@ def test_two_layers_form_an_induction_head_with_random_offsets(full_run):
     assert last.induction[1] == max(last.induction) and last.prev_token[0] >= 0.5
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_one_layer_stays_stuck_with_random_offsets(full_run):
     result = full_run(n_layers=1)
@@ -258,7 +265,6 @@ def test_one_layer_stays_stuck_with_random_offsets(full_run):
     assert result.phase_step is None and result.history[-1].loss_repeat > 3.0
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_one_layer_takes_the_positional_shortcut_with_a_fixed_offset(full_run):
     result = full_run(n_layers=1, random_offset=False)
