@@ -3,16 +3,9 @@
 import pytest
 
 from course.notices import attention as N
+from tests._notices import keys, label, missing_from_catalogs
 
 pytestmark = pytest.mark.unit
-
-
-def label(i):
-    return f"`t{i}`"
-
-
-def keys(found):
-    return [key for key, _ in found]
 
 
 def test_the_first_token_sees_only_itself():
@@ -106,14 +99,9 @@ def test_window_notices_name_the_source_and_the_check():
 
 def test_every_key_is_in_every_catalog():
     """Each key a branch returns exists in the lesson's catalog, in every language."""
-    from course import i18n
     produced = {"notice.top_first", "notice.top", "notice.sink", "notice.first", "notice.only", "notice.mask",
                 "notice.last", "notice.scale_one", "notice.scale_sure", "notice.scale_small", "notice.scale",
                 "notice.search_first", "notice.search_all", "notice.search_tie", "notice.search", "notice.cost_one",
                 "notice.cost", "notice.window_default", "notice.window_mine", "notice.window_zero",
                 "notice.window_nonzero", "notice.window_cost", "notice.window_cost_passes"}
-    for lang in ("en", "zh-Hant", "zh-Hans"):
-        catalog = i18n.catalog(lang)
-        missing = [k for k in produced if f"attention.{k}" not in catalog
-                   and not any(key.endswith(f".{k}") and key.startswith("attention.") for key in catalog)]
-        assert missing == [], lang
+    assert missing_from_catalogs("attention", produced) == {}

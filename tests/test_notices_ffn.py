@@ -3,14 +3,11 @@
 import pytest
 
 from course.notices import ffn as N
+from tests._notices import keys, missing_from_catalogs
 
 pytestmark = pytest.mark.unit
 
 ACT = dict(act="SiLU", glu="SwiGLU", fn="silu")
-
-
-def keys(found):
-    return [key for key, _ in found]
 
 
 def test_negligible_is_what_prints_as_zero():
@@ -98,14 +95,9 @@ def test_massive_notice():
 
 def test_every_key_is_in_every_catalog():
     """Each key a branch returns exists in the lesson's catalog, in every language."""
-    from course import i18n
     produced = {"collapse.rounding", "notice.top", "notice.top_dense", "notice.gate", "notice.gate_positive",
                 "notice.collapse", "notice.collapse_gated", "notice.collapse_gated_small", "notice.pair",
                 "notice.pair_same", "notice.vocab", "notice.vocab_tiny", "notice.best", "notice.best_none",
                 "notice.best_tiny", "notice.best_tiny_ratio", "notice.params", "notice.massive",
                 "notice.massive_other"}
-    for lang in ("en", "zh-Hant", "zh-Hans"):
-        catalog = i18n.catalog(lang)
-        missing = [k for k in produced if f"ffn.{k}" not in catalog
-                   and not any(key.endswith(f".{k}") and key.startswith("ffn.") for key in catalog)]
-        assert missing == [], lang
+    assert missing_from_catalogs("ffn", produced) == {}

@@ -3,20 +3,9 @@
 import pytest
 
 from course.notices import heads as N
+from tests._notices import head_name, label, missing_from_catalogs
 
 pytestmark = pytest.mark.unit
-
-
-def label(i):
-    return f"`t{i}`"
-
-
-def head_name(layer, head):
-    return f"{layer}.{head}"
-
-
-def keys(found):
-    return [key for key, _ in found]
 
 
 def test_who_names_one_head_a_few_tied_or_the_first_of_many():
@@ -115,14 +104,9 @@ def test_window_notice():
 
 def test_every_key_is_in_every_catalog():
     """Each key a branch returns exists in the lesson's catalog, in every language."""
-    from course import i18n
     produced = {"who.one", "who.tied", "who.tied_many", "notice.one_token", "notice.previous", "notice.sink",
                 "notice.sink_none", "notice.sink_some", "notice.sink_most", "notice.depth_up", "notice.depth_down",
                 "notice.depth_flat", "notice.two_tokens", "notice.entropy", "notice.induction", "notice.no_induction",
                 "notice.group_first", "notice.group_different", "notice.group_alike", "notice.group_amount",
                 "notice.group_rest", "notice.kv", "notice.window_fits", "notice.window"}
-    for lang in ("en", "zh-Hant", "zh-Hans"):
-        catalog = i18n.catalog(lang)
-        missing = [k for k in produced if f"heads.{k}" not in catalog
-                   and not any(key.endswith(f".{k}") and key.startswith("heads.") for key in catalog)]
-        assert missing == [], lang
+    assert missing_from_catalogs("heads", produced) == {}

@@ -3,20 +3,9 @@
 import pytest
 
 from course.notices import induction as N
+from tests._notices import head_name, keys, label, missing_from_catalogs
 
 pytestmark = pytest.mark.unit
-
-
-def label(i):
-    return f"`t{i}`"
-
-
-def head_name(layer, head):
-    return f"{layer}.{head}"
-
-
-def keys(found):
-    return [key for key, _ in found]
 
 
 RANKED = [(4, 1, 0.92), (4, 3, 0.85), (7, 0, 0.60), (1, 2, 0.30), (5, 5, 0.10)]
@@ -100,15 +89,10 @@ def test_site_notices():
 
 def test_every_key_is_in_every_catalog():
     """Each key a branch returns exists in the lesson's catalog, in every language."""
-    from course import i18n
     produced = {"notice.best", "notice.best_layer", "notice.best_layers", "notice.early_only", "notice.early",
                 "notice.global_all", "notice.global_none", "notice.global", "notice.window_fits", "notice.loss",
                 "notice.loss_worse", "notice.loss_not_copied", "notice.loss_copied", "notice.loss_partly",
                 "notice.top1", "notice.ablation_up", "notice.ablation_down", "notice.ablation_flat",
                 "notice.compare_far", "notice.compare_more", "notice.compare_not", "notice.site", "notice.also",
                 "notice.no_site"}
-    for lang in ("en", "zh-Hant", "zh-Hans"):
-        catalog = i18n.catalog(lang)
-        missing = [k for k in produced if f"induction.{k}" not in catalog
-                   and not any(key.endswith(f".{k}") and key.startswith("induction.") for key in catalog)]
-        assert missing == [], lang
+    assert missing_from_catalogs("induction", produced) == {}

@@ -3,12 +3,9 @@
 import pytest
 
 from course.notices import position as N
+from tests._notices import label, missing_from_catalogs
 
 pytestmark = pytest.mark.unit
-
-
-def label(i):
-    return f"`t{i}`"
 
 
 def test_one_base_says_the_plain_ladder():
@@ -58,11 +55,6 @@ def test_params_notice():
 
 def test_every_key_is_in_every_catalog():
     """Each key a branch returns exists in the lesson's catalog, in every language."""
-    from course import i18n
     produced = {"notice.ladder", "notice.ladder_sliding", "notice.ladder_global", "notice.turn", "notice.relative",
                 "notice.relative_same", "notice.peak", "notice.params"}
-    for lang in ("en", "zh-Hant", "zh-Hans"):
-        catalog = i18n.catalog(lang)
-        missing = [k for k in produced if f"position.{k}" not in catalog
-                   and not any(key.endswith(f".{k}") and key.startswith("position.") for key in catalog)]
-        assert missing == [], lang
+    assert missing_from_catalogs("position", produced) == {}

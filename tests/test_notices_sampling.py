@@ -6,12 +6,9 @@ from types import SimpleNamespace
 import pytest
 
 from course.notices import sampling as N
+from tests._notices import label, missing_from_catalogs
 
 pytestmark = pytest.mark.unit
-
-
-def label(i):
-    return f"`t{i}`"
 
 
 def text_label(text):
@@ -142,14 +139,9 @@ def test_try_line_fields():
 
 def test_every_key_is_in_every_catalog():
     """Each key a branch returns exists in the lesson's catalog (or a model's variant), in every language."""
-    from course import i18n
     produced = {"notice.last", "notice.last_one", "notice.last_cut", "notice.spread", "notice.greedy",
                 "notice.untouched", "notice.untouched_certain", "notice.settings", "notice.settings_one",
                 "notice.temperature", "notice.samples", "notice.samples_all", "notice.samples_distinct",
                 "notice.samples_more", "notice.samples_one", "notice.samples_one_tail", "try.plain"}
     produced |= {f"try.{n}.{part}" for n in range(1, 6) for part in ("why", "numbers")}
-    for lang in ("en", "zh-Hant", "zh-Hans"):
-        catalog = i18n.catalog(lang)
-        missing = [k for k in produced if f"sampling.{k}" not in catalog
-                   and not any(key.endswith(f".{k}") and key.startswith("sampling.") for key in catalog)]
-        assert missing == [], lang
+    assert missing_from_catalogs("sampling", produced) == {}

@@ -5,6 +5,7 @@ from types import SimpleNamespace
 import pytest
 
 from course.notices import whatif as N
+from tests._notices import keys
 
 pytestmark = pytest.mark.unit
 
@@ -20,10 +21,6 @@ def cmp(**changes):
 def notices(on, n=10, **changes):
     return N.notices(on=on, cmp=cmp(**changes), n=n, n_layers=30, n_heads=9, d_head=64, cap=64,
                      token=lambda i: f"`id{i}`", label=lambda i: f"`t{i}`", head_name=lambda L, H: f"L{L}H{H}")
-
-
-def keys(found):
-    return [key for key, _ in found]
 
 
 def test_no_switch_says_both_runs_are_the_same():
