@@ -13,7 +13,7 @@ from course.figures import generation as G
 from course.i18n import big_number, join_sentences, t
 from course.lesson import Lesson
 from course.notices import generation as N
-from course.text import code_span, html_escape, shorten
+from course.text import bytes_text, code_span, html_escape, shorten
 from course.tokens import axis_labels, label, md_label, next_token_texts, plot_label, sequence_texts
 from lesson_model.analysis import generation_demo as gd
 from lesson_model.analysis import kv_memory as K
@@ -31,11 +31,6 @@ DRAFT_SHARE = 0.85    # the default draft: this share of the model's layers (26 
 CANDIDATES = 10       # candidates shown per step
 STEP = "step"
 CANON_STEP = "_url." + STEP
-
-
-def size(n_bytes: float) -> str:
-    """Bytes in binary units, as the heads lesson writes them: 765 KiB, 360 MiB, 1.055 GiB."""
-    return "{:.4g} {}".format(*K.human_bytes(n_bytes))
 
 
 def render() -> None:
@@ -187,8 +182,8 @@ def render() -> None:
     per_token = gd.kv_bytes(cfg, 1)
     if cfg.sliding_layers:          # most layers attend only to a window of recent positions
         window_lines = [page.t("kv.window", n=len(cfg.sliding_layers), layers=cfg.n_layers, window=f"{cfg.sliding_window:,}",
-                               ctx=f"{cfg.max_position:,}", full=size(gd.kv_bytes(cfg, cfg.max_position)),
-                               windowed=size(gd.kv_bytes_windowed(cfg, cfg.max_position)))]
+                               ctx=f"{cfg.max_position:,}", full=bytes_text(gd.kv_bytes(cfg, cfg.max_position)),
+                               windowed=bytes_text(gd.kv_bytes_windowed(cfg, cfg.max_position)))]
         if CAP + MAX_NEW <= cfg.sliding_window:
             window_lines.append(page.t("kv.window_inside", most=f"{CAP + MAX_NEW:,}", window=f"{cfg.sliding_window:,}"))
         st.markdown(join_sentences(window_lines))
@@ -200,8 +195,8 @@ def render() -> None:
         per_layer = gd.kv_bytes_per_layer(cfg, cached)
         m = st.columns(4)
         m[0].metric(page.t("kv.m_positions"), f"{cached:,}", help=page.t("kv.m_positions_help"))
-        m[1].metric(page.t("kv.m_layer"), size(per_layer), help=page.t("kv.m_layer_help", kv=count("kv_heads", cfg.n_kv_heads), d=cfg.d_head))
-        m[2].metric(page.t("kv.m_total"), size(s.kv_bytes), help=page.t("kv.m_total_help", layers=cfg.n_layers))
+        m[1].metric(page.t("kv.m_layer"), bytes_text(per_layer), help=page.t("kv.m_layer_help", kv=count("kv_heads", cfg.n_kv_heads), d=cfg.d_head))
+        m[2].metric(page.t("kv.m_total"), bytes_text(s.kv_bytes), help=page.t("kv.m_total_help", layers=cfg.n_layers))
         m[3].metric(page.t("kv.m_computed"), f"{s.positions_computed:,}", help=page.t("kv.m_computed_help", layers=cfg.n_layers))
         seen = tokens + lm.tokenizer.tokens(new_ids)
         theme.plot(G.kv_grid_figure(page.t, n_prompt, cached - n_prompt, cfg.n_layers,
@@ -308,7 +303,7 @@ def render() -> None:
             step=step, n_prompt=n_prompt, token=md_label(new_texts[-1]), p_model=model_probs[-1],
             how=N.how_chosen(greedy=settings.greedy, rank=rank, seed=settings.seed),
             finished=finished_at is not None and step == finished_at, stop=s.stop, max_new=max_new, cached=cached,
-            n_layers=cfg.n_layers, kb=size(s.kv_bytes), per=size(per_token), full=size(gd.kv_bytes(cfg, cfg.max_position)),
+            n_layers=cfg.n_layers, kb=bytes_text(s.kv_bytes), per=bytes_text(per_token), full=bytes_text(gd.kv_bytes(cfg, cfg.max_position)),
             ctx=cfg.max_position, macs_with=gd.multiply_adds(cfg, cached - 1, 1),
             macs_without=gd.multiply_adds(cfg, 0, cached), big=big_number)
     if comparison is not None:
@@ -341,9 +336,9 @@ def render() -> None:
     cached_now = steps[step - 1].kv_positions if step else n_prompt
     page.math(page.t("math_example", layers=cfg.n_layers, kv=count("kv_heads", cfg.n_kv_heads), d=cfg.d_head,
                      per=f"{per_token:,}", kind=K.shape_of(cfg, lm.name).kind,
-                     n=f"{cached_now:,}", total=size(gd.kv_bytes(cfg, cached_now)), ctx=f"{cfg.max_position:,}",
-                     full=size(gd.kv_bytes(cfg, cfg.max_position)), heads=cfg.n_heads, g=cfg.group_size,
-                     mha=size(gd.kv_bytes(cfg, cfg.max_position) * cfg.n_heads // cfg.n_kv_heads)))
+                     n=f"{cached_now:,}", total=bytes_text(gd.kv_bytes(cfg, cached_now)), ctx=f"{cfg.max_position:,}",
+                     full=bytes_text(gd.kv_bytes(cfg, cfg.max_position)), heads=cfg.n_heads, g=cfg.group_size,
+                     mha=bytes_text(gd.kv_bytes(cfg, cfg.max_position) * cfg.n_heads // cfg.n_kv_heads)))
     page.code(generate_steps, KVCache.append, speculative_generate)
 
 

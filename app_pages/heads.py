@@ -16,6 +16,7 @@ from course.figures.attention import pattern_figure
 from course.i18n import current_lang, join_list, join_sentences
 from course.lesson import Lesson
 from course.notices import heads as N
+from course.text import bytes_text
 from course.tokens import axis_labels, md_labeler, position_label, readable_texts
 from lesson_model.analysis import heads as H
 from lesson_model.analysis import kv_memory as K
@@ -46,11 +47,6 @@ def best_head(grid: torch.Tensor, layer: int | None = None) -> tuple[int, int]:
         return (layer, top[0][1]) if top else (layer, 0)
     top = H.top_heads(grid, 1)
     return top[0][:2] if top else (0, 0)
-
-
-def bytes_text(n: float) -> str:
-    """Bytes as the lesson prints them: "320 KiB"."""
-    return "{:.4g} {}".format(*K.human_bytes(n))
 
 
 def render() -> None:

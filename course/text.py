@@ -69,3 +69,9 @@ def shorten_to_width(text: str, columns: int) -> str:
         out.append(ch)
         used += w
     return "".join(out) + "…"
+
+
+def bytes_text(n: float) -> str:
+    """Bytes in binary units, as the lessons write them: 765 KiB, 360 MiB, 1.055 GiB."""
+    from lesson_model.analysis.kv_memory import human_bytes
+    return "{:.4g} {}".format(*human_bytes(n))
