@@ -43,7 +43,7 @@ def render() -> None:
     tokens = page.tokens(lm, cap=CAP)
     prompt_ids = [tok.id for tok in tokens]
     n_prompt = len(prompt_ids)
-    cut = len(lm.encode(state.prompt())) > n_prompt       # Lesson.tokens kept the last CAP tokens
+    cut = page.prompt_tokens > n_prompt       # Lesson.tokens kept the last CAP tokens
 
 
     def count(kind: str, n: int) -> str:

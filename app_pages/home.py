@@ -328,7 +328,7 @@ def render() -> None:
                       help=page.t("demo.append_piece_help") if is_piece(lm, token_id) else None)
 
     entropy_bits = float(-(probs[probs > 0] * probs[probs > 0].log2()).sum())
-    page.notices(N.demo_notices(chars=len(state.prompt()), n_all=len(lm.encode(state.prompt())),
+    page.notices(N.demo_notices(chars=len(state.prompt()), n_all=page.prompt_tokens,
                                 top_token=code_span(candidate_label(lm, top_ids[0])),
                                 top_is_piece=is_piece(lm, top_ids[0]), top_p=top_probs[0], top_n=top_n,
                                 covered=sum(top_probs), vocab=cfg.vocab_size, n_tokens=len(tokens),

@@ -32,7 +32,7 @@ def render() -> None:
     lm = page.model()
     cfg = lm.cfg
     tokens = page.tokens(lm, cap=CAP)
-    cut = len(lm.encode(state.prompt())) > len(tokens)     # Lesson.tokens kept the last CAP tokens
+    cut = page.prompt_tokens > len(tokens)     # Lesson.tokens kept the last CAP tokens
     run = cache.lesson_run(lm, tokens)
     logits = run.last_logits.float()                       # [vocab]
     probs = logits.softmax(-1)                             # [vocab], temperature 1

@@ -69,6 +69,7 @@ class Lesson:
             self.try_this()
             st.stop()
         tokens = lm.tokenize(text)
+        self.prompt_tokens = len(tokens)       # before the cut: pages say how long the whole prompt is
         kept, cut = capped(tokens, cap)
         if cut:
             st.warning(t("lesson.prompt_cut", n=len(tokens), cap=cap), icon=":material/content_cut:")
