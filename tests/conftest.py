@@ -10,6 +10,12 @@ the test uses (``stage_of`` below). Mark explicitly what the fixtures cannot sho
 calls ``load_model()`` on a bundled model or reaches ``lm``/``gemma`` through
 ``request.getfixturevalue`` (parity), one that starts a server process itself (server).
 tests/test_markers.py checks the stages partition the collection.
+
+Workers (pytest-xdist): ./lab runs the unit, parity and page stages in one worker process per
+core (lab: stage_args). Each worker has its own session fixtures and app caches and an equal
+share of the cores for torch. parity goes file by file (``--dist loadfile``), so transformers'
+own load of Gemma (tests/test_gemma_integration.py) happens once; the trainings of the lab are
+shared between workers on disk (``trained``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,12 @@ import pytest
 # The server's start-up warm-up (server/warmup.py) would open every lesson in each test's server
 # and compete with the tests for the CPU: off, except where a test turns it on.
 os.environ["DECODER_LAB_WARMUP"] = "0"
+
+# Under pytest-xdist each worker takes its share of the cores: two workers on two cores with
+# two torch threads each would wait on each other at every op.
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    import torch
+    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = ROOT / "app.py"
@@ -49,19 +61,37 @@ def models(lm, gemma):
 
 
 @pytest.fixture(scope="session")
-def trained():
+def trained(tmp_path_factory):
     """trained(n_layers=2, ...) -> the TrainResult of one full default-length training of the
-    training lab with those settings, run once per test session (each is ~25 s on an idle core,
+    training lab with those settings, run once per test run (each is ~25 s on an idle core,
     minutes on a busy one) and shared by the tests of lesson_model.training and of the page.
-    max_seconds is lifted so a loaded machine cannot cut a run short."""
+    Under pytest-xdist the workers share it through a file in the run's temporary folder: the
+    first to ask trains while a second waits on the file's lock, then reads it. max_seconds is
+    lifted so a loaded machine cannot cut a run short."""
+    import fcntl
+    import hashlib
+
+    import torch
+
     from lesson_model import training
 
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent                  # pytest-N/popen-gwK -> pytest-N, the same for every worker
     results = {}
 
     def run(**changes):
         settings = training.TrainSettings(**changes)
         if settings not in results:
-            results[settings] = training.run(settings, max_seconds=3600)
+            path = shared / f"training-{hashlib.sha256(repr(settings).encode()).hexdigest()[:16]}.pt"
+            with open(path.with_suffix(".lock"), "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if path.exists():
+                    results[settings] = torch.load(path, weights_only=False)
+                else:
+                    results[settings] = training.run(settings, max_seconds=3600)
+                    torch.save(results[settings], path.with_suffix(".part"))
+                    os.replace(path.with_suffix(".part"), path)
         return results[settings]
 
     return run

@@ -168,12 +168,10 @@ def teacher_run(teacher, action) -> float:
     return teacher.evaluate("() => window.__runDoneAt") / 1000
 
 
-def test_five_students_follow_one_teacher():
-    from playwright.sync_api import sync_playwright
-
+def test_five_students_follow_one_teacher(browser):
+    """On a server of its own (a class starts on a fresh server), in the stage's Chromium."""
     en = i18n.catalog("en")
-    with harness.streamlit_server() as base, sync_playwright() as p:
-        browser = harness.launch(p)
+    with harness.streamlit_server() as base:
         contexts = []
         try:
             tcontext = browser.new_context(viewport=harness.VIEWPORT, locale="en-US")
@@ -270,4 +268,3 @@ def test_five_students_follow_one_teacher():
         finally:
             for context in contexts:
                 context.close()
-            browser.close()
