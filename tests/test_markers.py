@@ -9,6 +9,7 @@ Collection only: one subprocess collects the whole suite, then once per stage wi
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -68,7 +69,20 @@ def collected(tmp: str) -> dict:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    return collected(str(tmp_path_factory.mktemp("markers")))
+    """The collections, made once per test run: under pytest-xdist the workers share them through
+    the run's temporary folder (the first to ask collects while another waits on the lock)."""
+    import fcntl
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    folder = shared / "markers"
+    with open(shared / "markers.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / "collected.json").exists():
+            folder.mkdir(exist_ok=True)
+            collected(str(folder))
+        with open(folder / "collected.json") as f:
+            return json.load(f)
 
 
 @pytest.fixture(scope="module")

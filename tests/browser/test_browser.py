@@ -1,7 +1,9 @@
 """End to end in a real Chromium: every page in all three languages, charts drawn, no exception,
 nothing cut off at projector sizes, HTML in the prompt stays text, the URL carries the shared state.
 
-Screenshots go to a temporary folder whose path is printed (DECODER_LAB_SHOTS sets it).
+With DECODER_LAB_SHOTS set to a folder, the page tests also save each page's whole-page screenshot
+there (off by default: a screenshot checks nothing, and takes a second or two of the stage's CPU a
+page; to look at pages, tests/browser/shots.py takes them at every projector size).
 Skipped only when chromium is missing and CI is not set; under CI they must run.
 """
 
@@ -10,7 +12,6 @@ from __future__ import annotations
 import ast
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlparse
@@ -31,11 +32,19 @@ XSS = "<img src=x onerror=alert(1)>"
 
 
 @pytest.fixture(scope="module")
-def shots() -> Path:
-    folder = Path(os.environ.get("DECODER_LAB_SHOTS") or tempfile.mkdtemp(prefix="decoder-lab-shots-"))
+def shots() -> Path | None:
+    """The folder for screenshots (DECODER_LAB_SHOTS), or None: no screenshots."""
+    if not os.environ.get("DECODER_LAB_SHOTS"):
+        return None
+    folder = Path(os.environ["DECODER_LAB_SHOTS"])
     folder.mkdir(parents=True, exist_ok=True)
     sys.__stderr__.write(f"\n[browser tests] screenshots in {folder}\n")
     return folder
+
+
+def screenshot(page, shots: Path | None, name: str) -> None:
+    if shots is not None:
+        harness.screenshot(page, shots / name)
 
 
 @pytest.fixture
@@ -85,7 +94,7 @@ def test_html_in_prompt_stays_text(tab, base_url, shots, page_id):
     tab.goto(harness.page_url(base_url, page_id, lang="en", prompt=XSS + " **bold** $x$"))
     harness.wait_until_drawn(tab)
     time.sleep(0.5)
-    harness.screenshot(tab, shots / f"xss-{page_id}.png")
+    screenshot(tab, shots, f"xss-{page_id}.png")
     assert not dialogs
     assert tab.locator("[data-testid='stMain'] img[src='x']").count() == 0
     assert tab.locator("[data-testid='stSidebar'] textarea").input_value().startswith(XSS)
@@ -230,7 +239,7 @@ def test_page_draws_whole_on_a_projector(browser, base_url, shots, page_id, lang
     in the learner's language, no exception, every chart drawn; nothing cut off (metric values
     and labels, button and tab labels, widget labels and chart titles whole, diagram text at least
     12 px) at 1024x768 and again after the window grows to 1280x720 (charts redrawn at the new
-    width). One load per page and language serves both sizes; the screenshot is the whole page."""
+    width). One load per page and language serves both sizes (and the screenshot, with DECODER_LAB_SHOTS)."""
     width, height = PROJECTORS[0]
     context = browser.new_context(viewport={"width": width, "height": height}, locale="en-US")
     page = context.new_page()
@@ -253,7 +262,7 @@ def test_page_draws_whole_on_a_projector(browser, base_url, shots, page_id, lang
                 page.wait_for_function(harness.CHARTS_DRAWN)
             page.wait_for_timeout(300)
             problems[f"{width}x{height}"] = page.evaluate(CUT_OFF)
-        harness.screenshot(page, shots / f"{page_id}-{lang}.png")
+        screenshot(page, shots, f"{page_id}-{lang}.png")
     finally:
         context.close()
     assert not any(problems.values()), f"{page_id} ({lang}): " + "; ".join(
