@@ -18,19 +18,34 @@ link (``?class=CODE``) and see what the teacher shows, each in their own languag
   newer request's page, or runs the fragment alone on the old page after the new one drew.
   So a follower's run (fragment or full) on another page than the class's is switched to
   the class's page at once; a full run does it before the page draws.
+- The teacher can come back: starting a class keeps ``CODE.SECRET`` in a cookie of the teacher's
+  browser (``TEACH_COOKIE``, same site only, for the browser session); a reload, a new tab or a
+  laptop that slept opens a new Streamlit session, which reads the cookie and, if the store
+  still knows that secret for that class, takes the class back with a note. Only the teacher's
+  browser holds the secret; ending the class forgets the cookie. While the teacher's tab is
+  open, its panel checks in (``store.touch``); students are told when the teacher has been away
+  a minute or more, and the class ends after ``store.IDLE_TTL_S`` away.
+- The join link is ``<base>/?class=CODE`` on every page, its base students can open
+  (classroom/link.py: DECODER_LAB_PUBLIC_URL, else an address that is not loopback, else a
+  warning with the fix).
+- Limits (classroom/limits.py): wrong codes per session and per address, new classes per address.
 - Classes live in classroom.store: in this process, or in Redis with DECODER_LAB_REDIS_URL.
 """
 
 from __future__ import annotations
 
+import json
+import logging
+import math
 import os
 import secrets
 import sys
 import time
-from urllib.parse import urlencode
 
 import streamlit as st
 
+from classroom import limits
+from classroom import link as class_link
 from classroom import store as class_store
 from classroom.qr import qr_data_uri
 from course import i18n, nav, state
@@ -39,8 +54,10 @@ from course.i18n import t
 from course.text import code_span, shorten
 from server import session
 
-PARAM = "class"
-PUBLIC_URL_ENV = "DECODER_LAB_PUBLIC_URL"    # the join link's base, when the browser's URL is not the public one
+PARAM = class_link.PARAM
+PUBLIC_URL_ENV = class_link.PUBLIC_URL_ENV   # the join link's base, when the browser's URL is not the public one
+TEACH_COOKIE = "decoder_lab_teach"           # CODE.SECRET in the teacher's browser: a reload takes the class back
+COOKIE_MAX_AGE_S = 12 * 3600
 NOT_PUBLISHED = ("lang", PARAM, "present")   # the visitor's own settings, not the teacher's view
 KEEP = (*state.SHELL_KEYS, PARAM, "present")  # canonical values a follow does not reset
 FOLLOW_EVERY_S = 1                            # a student's poll; the view applies within about 2 s
@@ -52,6 +69,11 @@ _JOIN = "_class_join"      # student: {"code", "following", "seen", "fid", "beat
 _NOTES = "_class_notes"    # messages for the next run: [(catalog key, code)]
 _LINK = "_class_link"      # the ?class= value this session has already acted on
 _INPUT = "class_code_input"
+_TRIED = "_class_resume_tried"   # the cookie value this session already tried to resume with
+_FORGET = "_class_forget"        # forget the teacher cookie in this run's output
+_CLIENT = "_class_client"        # this session's id for the limits
+_NETWORK: list = [0.0, None]     # [checked at, this machine's network address]
+log = logging.getLogger(__name__)
 
 
 def store() -> class_store.ClassStore:
@@ -70,27 +92,58 @@ def joined() -> dict | None:
     return st.session_state.get(_JOIN)
 
 
+def _network_address() -> str | None:
+    """This machine's network address, looked up at most once a minute (a laptop changes networks)."""
+    if time.monotonic() - _NETWORK[0] > 60 or _NETWORK[0] == 0.0:
+        _NETWORK[:] = [time.monotonic(), class_link.network_address()]
+    return _NETWORK[1]
+
+
+def student_base() -> class_link.StudentBase:
+    """Where students open this server (classroom/link.py), from the teacher's browser URL and
+    the server's own options."""
+    return class_link.student_base(public_url=os.environ.get(PUBLIC_URL_ENV), browser_url=st.context.url,
+                                   listen_address=st.get_option("server.address"),
+                                   port=st.get_option("server.port"), network=_network_address())
+
+
 def join_url(code: str) -> str:
-    """The link students open: this server (as the teacher's browser reaches it, or
-    DECODER_LAB_PUBLIC_URL) with ``?class=CODE``."""
-    base = os.environ.get(PUBLIC_URL_ENV, "").strip() or st.context.url or ""
-    base = base.split("?", 1)[0].split("#", 1)[0].rstrip("/")
-    return f"{base}/?{urlencode({PARAM: code})}"
+    """The link students open: ``<base>/?class=CODE`` whatever page the teacher is on."""
+    return class_link.join_url(student_base().url, code)
+
+
+def _client() -> tuple[str, str | None]:
+    """(this session's id, the client's network address or None) for the limits."""
+    sid = st.session_state.setdefault(_CLIENT, secrets.token_hex(8))
+    try:
+        address = st.context.ip_address
+    except (RuntimeError, AttributeError, KeyError):    # no run context (bare calls in tests)
+        address = None
+    return sid, address if isinstance(address, str) else None
 
 
 # Teacher -------------------------------------------------------------------------------
 
 def _start() -> None:
+    sid, address = _client()
+    key = address or sid
+    if limits.creates.blocked(key):
+        _note("classroom.too_many_classes")
+        log.warning("class creation refused: %s started %d classes in the last hour", key, limits.CREATES)
+        return
     try:
         code, secret = store().create()
     except class_store.StoreUnavailable:
         _note("classroom.store_down")
         return
+    limits.creates.add(key)
     st.session_state[_TEACH] = {"code": code, "secret": secret}
+    st.session_state[_TRIED] = f"{code}.{secret}"
 
 
 def _end() -> None:
     teach = st.session_state.pop(_TEACH, None)
+    st.session_state[_FORGET] = True
     if teach:
         try:
             store().end(teach["code"], teach["secret"])
@@ -128,6 +181,63 @@ def after_run(page_id: str | None) -> None:
         _note("classroom.store_down")
 
 
+def _cookie() -> str | None:
+    """The teacher cookie this browser sent with this session's connection, or None."""
+    try:
+        value = st.context.cookies.get(TEACH_COOKIE)
+    except (RuntimeError, AttributeError, KeyError):    # no run context
+        return None
+    return value if isinstance(value, str) else None      # AppTest has no client cookies
+
+
+def _resume() -> None:
+    """A new session of the teacher's browser (reload, new tab, after a sleep) takes the class
+    back when its cookie holds the class's secret; once per cookie value per session."""
+    if teaching() or joined():
+        return
+    raw = _cookie()
+    if not raw or st.session_state.get(_TRIED) == raw:
+        return
+    st.session_state[_TRIED] = raw
+    code, _, secret = raw.partition(".")
+    code = class_store.normalize_code(code)
+    if code is None or not secret:
+        st.session_state[_FORGET] = True
+        return
+    try:
+        if store().is_teacher(code, secret):
+            store().touch(code, secret)
+            st.session_state[_TEACH] = {"code": code, "secret": secret}
+            _note("classroom.resumed", code)
+            log.info("class %s resumed by its teacher in a new session", code)
+        else:
+            st.session_state[_FORGET] = True
+            _note("classroom.expired_teacher", code)
+    except class_store.StoreUnavailable:
+        st.session_state.pop(_TRIED, None)      # try again on the next run
+        _note("classroom.store_down")
+
+
+def cookie_script(teach: dict | None, forget: bool) -> str | None:
+    """The script that keeps (or forgets) the teacher cookie in the browser; None for nobody."""
+    if teach:
+        value = json.dumps(f"{TEACH_COOKIE}={teach['code']}.{teach['secret']}; path=/; max-age={COOKIE_MAX_AGE_S}; "
+                           "samesite=strict")
+    elif forget:
+        value = json.dumps(f"{TEACH_COOKIE}=; path=/; max-age=0; samesite=strict")
+    else:
+        return None
+    return ("<script>document.cookie = " + value
+            + ' + (location.protocol === "https:" ? "; secure" : "");</script>')
+
+
+def away_minutes(away_s: float) -> int | None:
+    """Whole minutes the teacher has been away, to tell students (None under store.AWAY_S)."""
+    if away_s < class_store.AWAY_S:
+        return None
+    return max(1, math.floor(away_s / 60))
+
+
 def _heartbeat(join: dict) -> None:
     try:
         store().heartbeat(join["code"], join["fid"])
@@ -136,7 +246,16 @@ def _heartbeat(join: dict) -> None:
         pass                          # the next poll tells the student
 
 
-def _follower_count(code: str) -> None:
+def _follower_count(teach: dict) -> None:
+    """The teacher's follower count, every COUNT_EVERY_S; and the teacher's check-in: their tab is open."""
+    code = teach["code"]
+    try:
+        store().touch(code, teach["secret"])
+    except class_store.StoreUnavailable:
+        st.caption(t("classroom.store_down"))
+        return
+    except (class_store.ClassGone, class_store.NotTeacher):
+        pass                              # the next full run tells the teacher
     try:
         n = store().followers(code)
     except class_store.StoreUnavailable:
@@ -156,14 +275,17 @@ def _big_qr(url: str) -> None:
 
 def _teacher_panel(teach: dict) -> None:
     code = teach["code"]
-    url = join_url(code)
+    base = student_base()
+    url = class_link.join_url(base.url, code)
     st.markdown(t("classroom.teaching", code=code_span(code)))
     st.caption(t("classroom.link"))
     st.code(url, language=None, wrap_lines=True)
+    if base.warning:
+        st.warning(t(base.warning, port=st.get_option("server.port")), icon=":material/wifi_off:")
     st.image(qr_data_uri(url), caption=t("classroom.qr_caption"), width=220)
     if st.button(t("classroom.qr_big"), key="class_qr_big", icon=":material/qr_code_2:", width="stretch"):
         _big_qr(url)
-    st.fragment(_follower_count, run_every=COUNT_EVERY_S)(code)
+    st.fragment(_follower_count, run_every=COUNT_EVERY_S)(teach)
     st.button(t("classroom.end"), key="class_end", icon=":material/stop_circle:", width="stretch",
               on_click=_end, help=t("classroom.end_help"))
 
@@ -175,12 +297,20 @@ def _join(code: str) -> bool:
     teach = teaching()
     if teach and teach["code"] == code:
         return False                  # the teacher's own link in the teacher's session
+    sid, address = _client()
+    if limits.join_fails_session.blocked(sid) or limits.join_fails_address.blocked(address):
+        _note("classroom.too_many_tries")
+        return False
     try:
         info = store().get(code)
     except class_store.StoreUnavailable:
         _note("classroom.store_down")
         return False
     if info is None:
+        limits.join_fails_session.add(sid)
+        limits.join_fails_address.add(address)
+        if limits.join_fails_session.blocked(sid) or limits.join_fails_address.blocked(address):
+            log.warning("class joins paused for session %s (address %s): too many wrong codes", sid, address)
         _note("classroom.not_found", code)
         return False
     st.session_state[_JOIN] = {"code": code, "following": True, "seen": 0,
@@ -258,7 +388,7 @@ def _run_page() -> str | None:
     return path if path in nav.PAGES else nav.HOME      # the default page's url_pathname is ""
 
 
-def _sync(join: dict) -> class_store.ClassInfo | None:
+def _sync(join: dict, full_run: bool = False) -> class_store.ClassInfo | None:
     """Heartbeat and look for a newer view, or a run on another page than the class's (a
     stale rerun of the poll's timer, or the student's own click), and apply the view
     (st.switch_page; in a full run, before the page draws). Returns the class (None when
@@ -282,6 +412,8 @@ def _sync(join: dict) -> class_store.ClassInfo | None:
     behind = view is not None and (view.version > join["seen"]
                                    or (here is not None and here != _page(view.page)))
     if join["following"] and behind:
+        if full_run and view.version <= join["seen"]:
+            _note("classroom.pulled_back")        # the student clicked away: say why they are back
         _apply(join, view)
     return info
 
@@ -298,6 +430,9 @@ def _follow() -> None:
     where = _page(info.view.page) if info.view is not None else nav.HOME
     key = "classroom.following" if join["following"] else "classroom.paused"
     st.markdown(t(key, code=code_span(join["code"]), page=t(f"nav.{where}")))
+    minutes = away_minutes(store().away_s(info))
+    if minutes is not None:
+        st.caption(t("classroom.teacher_away_one" if minutes == 1 else "classroom.teacher_away", n=minutes))
 
 
 def _student_panel(join: dict) -> None:
@@ -339,9 +474,10 @@ def panel() -> None:
     """The class panel in the sidebar, and its notes at the top of the page (app.py, before the
     page runs: a student who follows is switched to the teacher's page here)."""
     _from_link()
+    _resume()
     join = joined()
     if join:
-        _sync(join)                        # a newer view: switch to it now, before the page draws
+        _sync(join, full_run=True)         # a newer view: switch to it now, before the page draws
         join = joined()
     if join:
         state.claim(PARAM, join["code"])   # a reload of the student's tab joins again
@@ -356,7 +492,11 @@ def panel() -> None:
     for key, code in st.session_state.pop(_NOTES, []):
         st.warning(t(key, code=code_span(code) if code else ""), icon=":material/groups:")
     teach = teaching()
+    script = cookie_script(teach, st.session_state.pop(_FORGET, False))
     with st.sidebar:
+        if script:
+            with st.container(key="class_cookie"):
+                st.html(script, unsafe_allow_javascript=True)
         with st.expander(t("classroom.title"), icon=":material/groups:", expanded=bool(teach or join)):
             if teach:
                 _teacher_panel(teach)

@@ -57,7 +57,7 @@ html, body, .stApp, .stApp p, .stApp li, .stApp label, .stApp button, .stApp inp
 .stButton button, .stDownloadButton button {{ height: auto; min-height: 2.5rem; }}
 [data-testid="stWidgetLabel"] p {{ white-space: normal !important; overflow: visible !important; }}
 [data-testid="InputInstructions"] {{ display: none; }}
-.st-key-doc_lang {{ display: none; }}
+.st-key-doc_lang, .st-key-class_cookie {{ display: none; }}
 .nowrap {{ white-space: nowrap; }}
 """
 _LANG_SCRIPT = "<script>document.documentElement.lang = {lang!r};</script>"

@@ -4,8 +4,12 @@ A class has a short code that students type or scan (``ABC234``), a teacher secr
 the teacher's session holds (the store keeps its SHA-256, so neither the code nor the store's
 contents can change the class), the teacher's current view (page, URL parameters, a version
 that grows with every change, when it changed), follower heartbeats, and its created /
-last-active times. It ends when the teacher ends it or after ``idle_ttl_s`` without a
-teacher run.
+last-active times. The teacher is active while their tab is open (every teacher run
+publishes, and the teacher's panel checks in with ``touch`` every few seconds); a teacher who
+reloads or whose laptop slept takes the class back with the secret kept in their browser
+(classroom/follow.py). Students are told when the teacher has been away ``AWAY_S``; the class
+ends when the teacher ends it, or after ``idle_ttl_s`` (30 minutes) away: an abandoned class
+does not run on for hours.
 
 Two implementations pass the same tests (tests/test_class_store.py):
 
@@ -31,7 +35,9 @@ from typing import Callable
 ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LEN = 6
 HEARTBEAT_WINDOW_S = 10.0          # a follower counts while seen in the last 10 s
-IDLE_TTL_S = 4 * 3600              # a class without a teacher run for 4 hours ends
+IDLE_TTL_S = 30 * 60               # a class whose teacher has been away for 30 minutes ends
+AWAY_S = 60.0                      # students are told the teacher is away after a minute without them
+SWEEP_EVERY_S = 60.0               # MemoryStore drops expired classes at most this often
 REDIS_ENV = "DECODER_LAB_REDIS_URL"
 _PREFIX = "decoder-lab:class:"
 
@@ -96,6 +102,7 @@ class ClassStore:
 
     idle_ttl_s: float
     heartbeat_window_s: float
+    _clock: Callable[[], float]
 
     def create(self) -> tuple[str, str]:
         """A new class: (code, teacher secret)."""
@@ -136,6 +143,15 @@ class ClassStore:
     def is_teacher(self, code: str, secret: str) -> bool:
         raise NotImplementedError
 
+    def touch(self, code: str, secret: str) -> None:
+        """The teacher is here (their tab is open): mark the class active without changing its
+        view. Raises ClassGone or NotTeacher."""
+        raise NotImplementedError
+
+    def away_s(self, info: ClassInfo) -> float:
+        """How long the class's teacher has been away, by this store's clock (0 while active)."""
+        return max(0.0, self._clock() - info.last_active)
+
 
 @dataclass
 class _Class:
@@ -147,22 +163,38 @@ class _Class:
 
 
 class MemoryStore(ClassStore):
-    """Classes in this process (a dict behind a lock)."""
+    """Classes in this process (a dict behind a lock). A call looks at its own class only; the
+    expired ones are swept out at most every ``sweep_every_s`` seconds, so the cost of a call does
+    not grow with the number of classes."""
 
     def __init__(self, *, idle_ttl_s: float = IDLE_TTL_S, heartbeat_window_s: float = HEARTBEAT_WINDOW_S,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, sweep_every_s: float = SWEEP_EVERY_S):
         self.idle_ttl_s = idle_ttl_s
         self.heartbeat_window_s = heartbeat_window_s
         self._clock = clock
         self._lock = threading.Lock()
         self._classes: dict[str, _Class] = {}
+        self._sweep_every_s = sweep_every_s
+        self._next_sweep = clock() + sweep_every_s
 
     def _live(self, code: str) -> _Class | None:
-        """The class if it has not expired (caller holds the lock); drops expired ones."""
+        """The class if it has not expired (caller holds the lock); drops it when it has, and
+        every expired class when the sweep is due."""
         now = self._clock()
-        for other in [c for c, k in self._classes.items() if now - k.last_active >= self.idle_ttl_s]:
-            del self._classes[other]
-        return self._classes.get(code)
+        if now >= self._next_sweep:
+            self._next_sweep = now + self._sweep_every_s
+            for other in [c for c, k in self._classes.items() if now - k.last_active >= self.idle_ttl_s]:
+                del self._classes[other]
+        klass = self._classes.get(code)
+        if klass is not None and now - klass.last_active >= self.idle_ttl_s:
+            del self._classes[code]
+            return None
+        return klass
+
+    def __len__(self) -> int:
+        """Classes held, expired ones not yet swept included."""
+        with self._lock:
+            return len(self._classes)
 
     def _owned(self, code: str, secret: str) -> _Class:
         klass = self._live(code)
@@ -237,6 +269,10 @@ class MemoryStore(ClassStore):
                 return False
             return True
 
+    def touch(self, code: str, secret: str) -> None:
+        with self._lock:
+            self._owned(code, secret).last_active = self._clock()
+
 
 # The checks and the change of a publish / end in one atomic step on the Redis server.
 _PUBLISH = """
@@ -256,6 +292,14 @@ _END = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if redis.call('HGET', KEYS[1], 'secret') ~= ARGV[1] then return -2 end
 redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+"""
+_TOUCH = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('HGET', KEYS[1], 'secret') ~= ARGV[1] then return -2 end
+redis.call('HSET', KEYS[1], 'active', ARGV[2])
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('EXPIRE', KEYS[2], ARGV[3]) end
 return 1
 """
 _HEARTBEAT = """
@@ -281,6 +325,7 @@ class RedisStore(ClassStore):
         self._publish = client.register_script(_PUBLISH)
         self._end = client.register_script(_END)
         self._heartbeat = client.register_script(_HEARTBEAT)
+        self._touch = client.register_script(_TOUCH)
 
     @classmethod
     def from_url(cls, url: str, **kwargs) -> "RedisStore":
@@ -363,6 +408,10 @@ class RedisStore(ClassStore):
     def is_teacher(self, code: str, secret: str) -> bool:
         stored = self._call(self._r.hget, self._keys(code)[0], "secret")
         return stored is not None and hmac.compare_digest(stored, _hash(secret or ""))
+
+    def touch(self, code: str, secret: str) -> None:
+        self._check(self._call(self._touch, keys=self._keys(code),
+                               args=[_hash(secret or ""), repr(self._clock()), self._ttl()]), code)
 
 
 _STORE: ClassStore | None = None

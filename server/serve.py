@@ -9,10 +9,24 @@ import os
 import sys
 from pathlib import Path
 
+from classroom import link
+from course import i18n
 from server import warmup
 from server.heap import tune_malloc
 
 APP = Path(__file__).resolve().parents[1] / "app.py"
+
+
+def announce(argv: list[str], env: dict | None = None) -> str:
+    """The lines ``./lab app`` prints for the teacher: the address students open, and a warning
+    with the fix when students cannot reach it (classroom/link.py), in the terminal's language."""
+    env = os.environ if env is None else env
+    lang = i18n.lang_from_locale((env.get("LC_ALL") or env.get("LANG") or "").split(".")[0])
+    base = link.served_base(argv, env)
+    lines = [i18n.text_in(lang, "server.students_open", url=base.url + "/")]
+    if base.warning:
+        lines.append(i18n.text_in(lang, base.warning))
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("DECODER_LAB_FORWARDS", str(os.cpu_count() or 1))
     os.environ.setdefault("DECODER_LAB_SCRIPTS", str(2 * (os.cpu_count() or 1)))
     warmup.start()
-    sys.argv = ["streamlit", "run", str(APP), *(sys.argv[1:] if argv is None else argv)]
+    args = sys.argv[1:] if argv is None else argv
+    print(announce(args), flush=True)
+    sys.argv = ["streamlit", "run", str(APP), *args]
     return cli.main(prog_name="streamlit")
 
 

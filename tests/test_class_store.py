@@ -218,3 +218,42 @@ def test_store_follows_the_environment(monkeypatch, redis_url):
         assert cs.RedisStore.from_url(redis_url).get(code) is not None    # another process would see it
     finally:
         cs.reset_store()
+
+
+def test_the_teachers_touch_keeps_the_class_alive_and_only_the_teacher_can_touch(make_store):
+    """The teacher's open tab (classroom/follow.py checks in every few seconds) keeps a class whose
+    view does not change alive; a student cannot, and a class nobody touched ends."""
+    store = make_store(idle_ttl_s=1)
+    code, secret = store.create()
+    left, left_secret = store.create()
+    for _ in range(3):
+        time.sleep(0.45)
+        store.touch(code, secret)
+    assert store.get(code) is not None, "touched every 0.45 s: still here after 1.35 s"
+    assert store.get(left) is None, "nobody touched it for 1.35 s: gone"
+    with pytest.raises(cs.NotTeacher):
+        store.touch(code, "not-the-secret")
+    with pytest.raises(cs.ClassGone):
+        store.touch(left, left_secret)
+    info = store.get(code)
+    assert 0 <= store.away_s(info) < 0.5
+    assert store.away_s(cs.ClassInfo(code, info.created_at, info.last_active - 75, info.view)) >= 75
+
+
+def test_memory_store_does_not_sweep_every_class_on_every_call():
+    """A call looks at its own class only; the expired ones go at the next sweep (every
+    sweep_every_s), so a call's cost does not grow with the number of classes."""
+    now = [1000.0]
+    store = cs.MemoryStore(idle_ttl_s=100, clock=lambda: now[0], sweep_every_s=300)
+    codes = [store.create()[0] for _ in range(500)]
+    now[0] = 1050
+    kept, kept_secret = store.create()
+    now[0] = 1120                                  # the first 500 have expired; no sweep is due before 1300
+    assert store.get(codes[0]) is None             # its own class: dropped at once
+    assert store.get(kept) is not None
+    assert len(store) == 500, "499 expired classes wait for the sweep: this call did not look at them"
+    for now[0] in (1140, 1230):                    # the teacher's tab checks in
+        store.touch(kept, kept_secret)
+    now[0] = 1300                                  # the sweep is due
+    store.get("AAAAAA")
+    assert len(store) == 1 and store.get(kept) is not None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pytest
 
+from classroom import follow, limits
 from classroom import store as class_store
 from course import i18n, nav
 from tests.conftest import APP, APP_TIMEOUT
@@ -27,6 +28,15 @@ def fresh_store():
     class_store.reset_store(store)
     yield store
     class_store.reset_store()
+
+
+@pytest.fixture(autouse=True)
+def fresh_limits(monkeypatch):
+    """Every test counts wrong codes and new classes from zero."""
+    for name, (limit, window) in {"join_fails_session": (limits.JOIN_FAILS, limits.JOIN_WINDOW_S),
+                                  "join_fails_address": (limits.JOIN_FAILS_PER_ADDRESS, limits.JOIN_WINDOW_S),
+                                  "creates": (limits.CREATES, limits.CREATE_WINDOW_S)}.items():
+        monkeypatch.setattr(limits, name, limits.Limiter(limit, window))
 
 
 def new_session(warm_app, lang: str = "en", **params):
@@ -199,6 +209,7 @@ def test_a_run_on_another_page_is_brought_back_at_once(warm_app, fresh_store):
     student.switch_page(nav.page_file("attention")).run()
     no_errors(student)
     assert on_page(student) == "tokens" and student.session_state["_lang"] == "zh-Hans"
+    assert i18n.catalog("zh-Hans")["classroom.pulled_back"][:12] in warnings(student), "told why they are back"
     assert fresh_store.view(code).version == version
     # Stepped out, the same run stays where the student went.
     student.button(key="class_stop").click().run()
@@ -278,3 +289,96 @@ def test_stop_following_and_follow_again(warm_app, fresh_store):
     assert fresh_store.followers(code) == 1
     student.button(key="class_leave").click().run()
     assert "_class_join" not in student.session_state and "class" not in student.query_params
+
+
+def test_the_join_link_is_the_home_page_whatever_page_the_teacher_is_on(warm_app, fresh_store):
+    teacher = new_session(warm_app, "en")
+    code, _ = start_class(teacher)
+    teacher.switch_page(nav.page_file("attention")).run()
+    links = [c.value for c in teacher.code if f"?class={code}" in c.value]
+    assert len(links) == 1 and links[0].endswith(f"/?class={code}") and "attention" not in links[0], links
+
+
+def html_of(at) -> str:
+    return "\n".join(e.value for e in at.get("html"))
+
+
+def test_the_teacher_takes_the_class_back_after_a_reload(warm_app, fresh_store, monkeypatch):
+    """A reload, a new tab or a laptop that slept is a new session: the teacher's browser sends
+    the cookie its class start set (the real cookie: tests/browser/test_follow.py), and the new
+    session teaches the class again, with a note. A wrong secret or an ended class takes nothing."""
+    teacher = new_session(warm_app, "en", prompt=PROMPT)
+    code, secret = start_class(teacher)
+    assert f"{follow.TEACH_COOKIE}={code}.{secret}" in html_of(teacher), "the cookie is set in the teacher's browser"
+    student = new_session(warm_app, "en", **{"class": code})
+    assert follow.TEACH_COOKIE not in html_of(student)
+
+    sent = {"value": f"{code}.{secret}"}
+    monkeypatch.setattr(follow, "_cookie", lambda: sent["value"])
+    again = new_session(warm_app, "zh-Hant")
+    no_errors(again)
+    assert again.session_state["_class_teach"] == {"code": code, "secret": secret}
+    assert i18n.catalog("zh-Hant")["classroom.resumed"].split("{code}")[0] in warnings(again)
+    again.switch_page(nav.page_file("attention")).run()
+    assert fresh_store.view(code).page == "attention", "the resumed session changes the class"
+    student.run()
+    assert on_page(student) == "attention"
+
+    sent["value"] = f"{code}.not-the-secret"                  # someone else's browser with a forged cookie
+    forged = new_session(warm_app, "en")
+    assert "_class_teach" not in forged.session_state
+    assert f"{follow.TEACH_COOKIE}=;" in html_of(forged), "a cookie that does not resume is forgotten"
+    assert fresh_store.view(code).page == "attention"
+
+    again.button(key="class_end").click().run()
+    assert f"{follow.TEACH_COOKIE}=;" in html_of(again), "ending the class forgets the cookie"
+    sent["value"] = f"{code}.{secret}"
+    late = new_session(warm_app, "en")
+    assert "_class_teach" not in late.session_state
+    assert i18n.catalog("en")["classroom.expired_teacher"].split("{code}")[1][:12] in warnings(late)
+
+
+def test_students_are_told_when_the_teacher_is_away_and_an_abandoned_class_ends(warm_app):
+    now = [1000.0]
+    store = class_store.MemoryStore(clock=lambda: now[0])
+    class_store.reset_store(store)
+    teacher = new_session(warm_app, "en")
+    code, _ = start_class(teacher)
+    student = new_session(warm_app, "zh-Hans", **{"class": code})
+    captions = lambda: "\n".join(c.value for c in student.caption)      # noqa: E731
+    assert i18n.catalog("zh-Hans")["classroom.teacher_away"].split("{n}")[1] not in captions()
+    now[0] += 150                                         # the teacher's laptop sleeps
+    student.run()
+    assert i18n.catalog("zh-Hans")["classroom.teacher_away"].format(n=2) in captions()
+    teacher.run()                                         # back: the teacher's run checks in
+    student.run()
+    assert i18n.catalog("zh-Hans")["classroom.teacher_away"].split("{n}")[1] not in captions()
+    now[0] += class_store.IDLE_TTL_S                      # away half an hour: the class ends
+    student.run()
+    no_errors(student)
+    assert "_class_join" not in student.session_state
+    assert i18n.catalog("zh-Hans")["classroom.ended"].split("{code}")[1][:8] in warnings(student)
+
+
+def test_a_session_guessing_codes_is_stopped_and_a_session_starting_classes_too(warm_app, fresh_store, monkeypatch):
+    student = new_session(warm_app, "en")
+    for i in range(limits.JOIN_FAILS):
+        student.text_input(key="class_code_input").input(f"ABC{i:03d}".replace("0", "2").replace("1", "3"))
+        student.button(key="class_join").click().run()
+        assert i18n.catalog("en")["classroom.not_found"].split("{code}")[1][:10] in warnings(student)
+    code, _ = fresh_store.create()
+    student.text_input(key="class_code_input").input(code)
+    student.button(key="class_join").click().run()
+    no_errors(student)
+    assert "_class_join" not in student.session_state, "even the right code waits for the window"
+    assert i18n.catalog("en")["classroom.too_many_tries"][:20] in warnings(student)
+    assert "_class_join" in new_session(warm_app, "en", **{"class": code}).session_state, "others are not blocked"
+
+    monkeypatch.setattr(limits, "creates", limits.Limiter(3, limits.CREATE_WINDOW_S))   # 3, not 20: quicker
+    teacher = new_session(warm_app, "en")
+    for _ in range(3):
+        start_class(teacher)
+        teacher.button(key="class_end").click().run()
+    teacher.button(key="class_start").click().run()
+    assert "_class_teach" not in teacher.session_state
+    assert i18n.catalog("en")["classroom.too_many_classes"][:20] in warnings(teacher)

@@ -112,6 +112,7 @@ _UI_CALLS = {
 }
 _UI_KEYWORDS = {"label", "help", "placeholder", "page_title", "title", "caption", "name"}
 _NOT_ON_SCREEN = {"Thread", "ThreadPoolExecutor"}      # a thread's name is for the server's log and debugger
+_LOGGERS = {"log", "logger", "logging"}                 # log.warning(...): the operator's log, not the screen
 _LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -135,7 +136,8 @@ def test_no_hardcoded_user_text(path):
             continue
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-        if name in _NOT_ON_SCREEN:
+        if name in _NOT_ON_SCREEN or (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)
+                                      and func.value.id in _LOGGERS):
             continue
         texts = [(kw.arg, kw.value) for kw in node.keywords if kw.arg in _UI_KEYWORDS]
         if name in _UI_CALLS and node.args:

@@ -45,17 +45,17 @@ def free_port() -> int:
 
 @contextmanager
 def streamlit_server(env: dict | None = None, timeout: float = 120, procs: list | None = None,
-                     log_path: str | os.PathLike | None = None):
+                     log_path: str | os.PathLike | None = None, args: list[str] | None = None):
     """Run the app (python -m server.serve, as ./lab app does) on a free loopback port; yields the
     base URL (the server's Popen is appended to ``procs`` when given, e.g. to read its memory;
-    its output goes to ``log_path`` when given). Its start-up warm-up is off unless ``env`` or
+    its output goes to ``log_path`` when given; ``args``: more ``streamlit run`` options). Its start-up warm-up is off unless ``env`` or
     the environment turns it on (DECODER_LAB_WARMUP=1): tests and screenshots want the CPU."""
     port = free_port()
     log = open(log_path or os.devnull, "w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "server.serve", "--server.address", "127.0.0.1",
          "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
-         "--server.fileWatcherType", "none"],
+         "--server.fileWatcherType", "none", *(args or [])],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={"DECODER_LAB_WARMUP": "0", **os.environ, **(env or {})},
     )
     base = f"http://127.0.0.1:{port}"

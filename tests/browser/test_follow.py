@@ -268,3 +268,79 @@ def test_five_students_follow_one_teacher(browser):
         finally:
             for context in contexts:
                 context.close()
+
+
+TTL_S = 5        # the test server keeps a disconnected session this long (Streamlit's default: 120 s)
+
+
+def teaching_code(page) -> str | None:
+    """The class code the sidebar says this tab teaches, or None."""
+    text = "\n".join(page.locator("[data-testid='stSidebar'] [data-testid='stExpander']").all_inner_texts())
+    marker = i18n.catalog("en")["classroom.teaching"].split("{code}")[0]
+    if marker not in text:
+        return None
+    return text.split(marker, 1)[1].split()[0].strip("`.")
+
+
+def test_the_teacher_reloads_or_comes_back_after_the_session_is_gone_and_keeps_the_class(browser):
+    """On a server that drops a disconnected session after TTL_S (standing in for a laptop that
+    slept past Streamlit's 120 s): the teacher starts a class and a student follows; the teacher
+    reloads; then closes the tab, stays away 3 x TTL_S (the session is gone) and opens the app in
+    a new tab. Each time the teacher's browser takes the class back (the cookie the class start
+    set) and the student follows the teacher's next page. A second browser, without the cookie,
+    gets no class."""
+    en = i18n.catalog("en")
+    with harness.streamlit_server(args=["--server.disconnectedSessionTTL", str(TTL_S)]) as base:
+        tcontext = browser.new_context(viewport=harness.VIEWPORT, locale="en-US")
+        scontext = browser.new_context(viewport=harness.VIEWPORT, locale="en-US")
+        other = browser.new_context(viewport=harness.VIEWPORT, locale="en-US")
+        try:
+            teacher = tcontext.new_page()
+            teacher.set_default_timeout(240_000)
+            teacher.goto(harness.page_url(base, "home", lang="en"))
+            harness.wait_until_drawn(teacher)
+            open_class_panel(teacher, "en")
+            teacher_run(teacher, lambda: button(teacher, "class_start").click())
+            code = teaching_code(teacher)
+            assert code and len(code) == 6
+            link = teacher.locator("[data-testid='stSidebar'] [data-testid='stCode']").first.inner_text().strip()
+            assert link.endswith(f"/?class={code}")
+            student = scontext.new_page()
+            student.set_default_timeout(240_000)
+            student.goto(link)
+            harness.wait_until_drawn(student)
+            assert query(student).get("class") == code
+
+            def teacher_goes_to(page, target):
+                page.goto(harness.page_url(base, target, lang="en"))
+                harness.wait_until_drawn(page)
+                watch([(student, "en")], None, target)
+                wait_all([(student, "en")], None, target, time.time(), FOLLOW_DEADLINE_S)
+
+            teacher.reload()
+            harness.wait_until_drawn(teacher)
+            open_class_panel(teacher, "en")
+            assert teaching_code(teacher) == code, "the reloaded tab teaches the class again"
+            assert en["classroom.resumed"].split("{code}")[0] in teacher.locator("[data-testid='stMain']").inner_text()
+            teacher_goes_to(teacher, "attention")
+
+            teacher.close()                                  # the laptop sleeps: the session is dropped
+            time.sleep(3 * TTL_S)
+            teacher = tcontext.new_page()
+            teacher.set_default_timeout(240_000)
+            teacher.goto(harness.page_url(base, "home", lang="en"))
+            harness.wait_until_drawn(teacher)
+            open_class_panel(teacher, "en")
+            assert teaching_code(teacher) == code, "a new tab after the session was dropped teaches the class"
+            teacher_goes_to(teacher, "tokens")
+
+            stranger = other.new_page()
+            stranger.goto(harness.page_url(base, "home", lang="en"))
+            harness.wait_until_drawn(stranger)
+            open_class_panel(stranger, "en")
+            assert teaching_code(stranger) is None
+            for page in (teacher, student, stranger):
+                no_exception(page)
+        finally:
+            for context in (tcontext, scontext, other):
+                context.close()
