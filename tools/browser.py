@@ -43,13 +43,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@contextmanager
-def streamlit_server(env: dict | None = None, timeout: float = 120, procs: list | None = None,
-                     log_path: str | os.PathLike | None = None, args: list[str] | None = None):
-    """Run the app (python -m server.serve, as ./lab app does) on a free loopback port; yields the
-    base URL (the server's Popen is appended to ``procs`` when given, e.g. to read its memory;
-    its output goes to ``log_path`` when given; ``args``: more ``streamlit run`` options). Its start-up warm-up is off unless ``env`` or
-    the environment turns it on (DECODER_LAB_WARMUP=1): tests and screenshots want the CPU."""
+_STARTED: dict[int, subprocess.Popen] = {}      # servers this process started, by pid
+
+
+def start_server(env: dict | None = None, timeout: float = 120, log_path: str | os.PathLike | None = None,
+                 args: list[str] | None = None, detached: bool = False) -> tuple[subprocess.Popen, str]:
+    """Start the app (python -m server.serve, as ./lab app does) on a free loopback port and wait
+    until it answers; returns (its Popen, its base URL). Stop it with ``stop_server``.
+    ``detached``: in a session of its own, so it outlives this process (a server that several
+    test workers share; tests/browser/conftest.py stops it by its pid)."""
     port = free_port()
     log = open(log_path or os.devnull, "w")
     proc = subprocess.Popen(
@@ -57,29 +59,78 @@ def streamlit_server(env: dict | None = None, timeout: float = 120, procs: list 
          "--server.port", str(port), "--server.headless", "true", "--browser.gatherUsageStats", "false",
          "--server.fileWatcherType", "none", *(args or [])],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env={"DECODER_LAB_WARMUP": "0", **os.environ, **(env or {})},
+        start_new_session=detached,
     )
+    log.close()              # the child has its own copy
+    _STARTED[proc.pid] = proc
     base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
+                return proc, base
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            stop_server(proc.pid)
+            raise RuntimeError(f"streamlit did not start on port {port}")
+        time.sleep(0.2)
+
+
+def is_gone(pid: int) -> bool:
+    """True when ``pid`` has exited (a zombie another process has not reaped yet counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return True
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def stop_server(pid: int, timeout: float = 20) -> None:
+    """Stop the server ``pid`` (SIGTERM, then SIGKILL after ``timeout``), whoever started it."""
+    import signal
+    proc = _STARTED.pop(pid, None)
+    if proc is not None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=timeout)
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + timeout
+    while not is_gone(pid):
+        if time.monotonic() > deadline:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            return
+        time.sleep(0.1)
+
+
+@contextmanager
+def streamlit_server(env: dict | None = None, timeout: float = 120, procs: list | None = None,
+                     log_path: str | os.PathLike | None = None, args: list[str] | None = None):
+    """Run the app on a free loopback port for the ``with`` block (start_server); yields the
+    base URL (the server's Popen is appended to ``procs`` when given, e.g. to read its memory;
+    its output goes to ``log_path`` when given; ``args``: more ``streamlit run`` options). Its
+    start-up warm-up is off unless ``env`` or the environment turns it on (DECODER_LAB_WARMUP=1):
+    tests and screenshots want the CPU."""
+    proc, base = start_server(env, timeout, log_path, args)
     if procs is not None:
         procs.append(proc)
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                if urllib.request.urlopen(f"{base}/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"streamlit did not start on port {port}")
-            time.sleep(0.2)
         yield base
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        stop_server(proc.pid)
 
 
 def launch(playwright):
