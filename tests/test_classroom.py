@@ -9,9 +9,12 @@ what each ``student.run()`` does here; tests/browser/test_follow.py checks the t
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import pytest
 
 from classroom import follow, limits
+from classroom import link as class_link
 from classroom import store as class_store
 from course import i18n, nav
 from tests.conftest import APP, APP_TIMEOUT
@@ -297,6 +300,13 @@ def test_the_join_link_is_the_home_page_whatever_page_the_teacher_is_on(warm_app
     teacher.switch_page(nav.page_file("attention")).run()
     links = [c.value for c in teacher.code if f"?class={code}" in c.value]
     assert len(links) == 1 and links[0].endswith(f"/?class={code}") and "attention" not in links[0], links
+    # The app listens on every interface here (no server.address): never a loopback link when
+    # this machine has a network address, else the warning with the fix.
+    host = urlsplit(links[0]).hostname
+    if class_link.network_address() is not None:
+        assert not class_link.is_loopback(host), links[0]
+    else:
+        assert i18n.catalog("en")["classroom.link_no_network"][:30] in warnings(teacher)
 
 
 def html_of(at) -> str:
