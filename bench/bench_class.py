@@ -185,8 +185,8 @@ def server(apps: int, log_dir: Path):
         return
     with deploy.cluster.cluster(apps, env=env, timeout=600) as c:
         done = "; ".join(wait_for_warmup(c.run_dir / f"app{i}.log", timeout=1800) for i in range(apps))
-        cookies = [f"{deploy.cluster.ROUTE_COOKIE}={route}" for route in deploy.cluster.routes(c.base, apps).values()]
-        srv = Server(c.base, [c.procs[f"app{i}"].pid for i in range(apps)], cookies)
+        cookies = [f"{deploy.cluster.ROUTE_COOKIE}={route}" for route in deploy.cluster.routes(c, apps).values()]
+        srv = Server(c.base, [c.pid(f"app{i}") for i in range(apps)], cookies)
         yield _warm(srv, start, done)
 
 
