@@ -340,6 +340,44 @@ def test_missing_gemma_package_shows_its_install_command(open_page, monkeypatch)
         model.shelf.clear()
 
 
+REPORTED = "cannot reshape array of size 120028832 into shape (262144,680)"   # issue 33: a truncated GGUF
+
+
+@pytest.mark.parametrize("lang, failure", [("en", "failed"), ("zh-Hant", "damaged"), ("zh-Hans", "failed")])
+def test_a_failed_load_shows_a_clear_message_never_a_traceback(monkeypatch, caplog, lang, failure):
+    """Whatever a model's load raises (here a loader stand-in: no model is loaded, so no warm app
+    either), the page says in the learner's language that the model cannot run and which command
+    fixes it; the traceback goes to the server's log."""
+    from streamlit.testing.v1 import AppTest
+
+    import lesson_model
+    from course import model
+    from tests.conftest import APP
+
+    gemma = lesson_model.BUNDLED[GEMMA]
+
+    def broken(key, progress=None, **kwargs):
+        if failure == "damaged":
+            raise lesson_model.ModelPackageDamagedError(gemma, "its chunks: sha256 did not match")
+        raise ValueError(REPORTED)
+
+    monkeypatch.setattr(lesson_model, "load_model", broken)
+    model.shelf.clear()
+    try:
+        at = AppTest.from_file(str(APP), default_timeout=120)
+        at.query_params["lang"], at.query_params["model"] = lang, GEMMA
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert [e.value for e in at.error] == [i18n.catalog(lang)[f"model.{failure}"].format(name=gemma.name)]
+        assert [c.value for c in at.code] == [gemma.reinstall_command]
+        shown = [e.value for e in at.error] + [c.value for c in at.code] + texts(at) + [c.value for c in at.caption]
+        assert not [x for x in shown if "Traceback" in x or "reshape" in x or "sha256" in x]
+        assert at.selectbox(key="model_choice").value == GEMMA, "the picker is there to switch models"
+        assert "Traceback" in caplog.text and f"loading {GEMMA} failed" in caplog.text, "the operator's log has it"
+    finally:
+        model.shelf.clear()
+
+
 def test_sidebar_lists_every_lesson_in_the_session_language(open_page):
     """The lesson list is built once per language for the whole process (classroom.shell._page_set) and
     copied for each run: every session still gets the titles of its own language, and after a
