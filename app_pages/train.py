@@ -5,6 +5,11 @@ The trainings go through one process-wide queue (server.training_queue): one at 
 shared by settings (a class that trains the same settings waits once; the others see it
 replayed at once), cancelled when nobody watches. This page polls its job in a fragment.
 It does not use the shared prompt or the big pretrained models.
+
+The queue's limits (one job per session, one per class, a bounded line) refuse some Starts:
+the page shows why (a class shares one slot: the queue's docstring). A job the queue dropped
+while this page was away (no heartbeat for the queue's heartbeat_s) leaves the session, with a
+note and the Start button (course.notices.train.dropped decides which jobs).
 """
 
 from __future__ import annotations
@@ -14,18 +19,21 @@ import uuid
 
 import streamlit as st
 
+from classroom import follow
 from course import state, theme
 from course.figures import train as F
 from course.lesson import Lesson
 from course.notices import train as N
 from course.text import code_span
 from lesson_model import training as T
-from server.training_queue import CANCELLED, DONE, FAILED, QUEUED, shared_queue
+from server.training_queue import DONE, FAILED, QUEUED, OwnerBusy, QueueFull, shared_queue
 
 POLL_S = 1.0                        # seconds between two looks at a running job
 LR_OPTIONS = ("1e-4", "3e-4", "1e-3", "3e-3", "1e-2")
 _JOB = "_train_job"                 # the job this session started or joined
 _WATCHER = "_train_watcher"         # this session's id in the queue's watcher lists
+_DROPPED = "_train_dropped"         # the settings of this session's job the queue dropped
+_REFUSED = "_train_refused"         # why the last Start added no job: (catalog key, fields)
 CHART_HEIGHT = 330                  # px at the laptop type (taller in presenter mode)
 
 DEFAULT = T.TrainSettings()
@@ -42,6 +50,13 @@ def lr_text(option: str) -> str:
     return f"{float(option):g}"
 
 
+def owner() -> str | None:
+    """Who this session's new trainings are charged to in the queue: its class (teacher or
+    student, following or paused), else nobody but itself (None)."""
+    cls = follow.teaching() or follow.joined()
+    return f"class:{cls['code']}" if cls else None
+
+
 def render() -> None:
     """The lab, top to bottom: its variables live only while it runs (a widget's callback
     keeps just the names it uses)."""
@@ -54,7 +69,21 @@ def render() -> None:
 
 
     def _start(settings) -> None:
-        st.session_state[_JOB] = queue.submit(settings, watcher)
+        st.session_state.pop(_DROPPED, None)
+        try:
+            job = queue.submit(settings, watcher, owner=owner())
+        except QueueFull as full:
+            st.session_state[_REFUSED] = ("queue_full", dict(limit=full.limit))
+            _cancel()                               # (submit took this session off its earlier job)
+            return
+        except OwnerBusy:
+            st.session_state[_REFUSED] = ("class_busy", {})
+            _cancel()
+            return
+        earlier = st.session_state.get(_JOB)
+        if earlier is not None and earlier is not job:
+            queue.cancel(earlier, watcher)          # (submit has already taken this session off it)
+        st.session_state[_JOB] = job
 
 
     def _cancel() -> None:
@@ -90,11 +119,20 @@ def render() -> None:
     if job is not None and job.settings != settings:       # the learner changed a control: leave that run
         _cancel()
         job = None
+    if job is not None and N.dropped(job.state, job.result):   # dropped while this page was away
+        _cancel()
+        st.session_state[_DROPPED] = job.settings
+        job = None
+    if st.session_state.get(_DROPPED) not in (None, settings):
+        del st.session_state[_DROPPED]                      # the note was about other settings
     mine = job is not None
     if job is None:
         job = queue.cached(settings)                        # trained earlier on this server: replayed at once
+        if job is not None and N.dropped(job.state, job.result):
+            job = None
     if job is not None and job.active:
         queue.touch(job, watcher)
+    refused = st.session_state.pop(_REFUSED, None)
 
     with controls:
         finished = job is not None and job.state == DONE and job.result.stopped == "done"
@@ -108,14 +146,17 @@ def render() -> None:
         elif job is None and queue.active_job(settings) is not None:
             st.caption(page.t("classmate"))
         running, waiting = queue.busy()
-        st.caption(page.t("server_queue", running=running, waiting=waiting))
+        st.caption(page.t("server_queue", running=running, waiting=waiting,
+                          limit=queue.max_waiting if queue.max_waiting is not None else waiting))
 
 
     def draw_status(job) -> None:
         """Where the job stands: its place in the queue, or a progress bar."""
         if job.state == QUEUED:
-            ahead = queue.ahead(job)
-            st.info(page.t("queued_one" if ahead == 1 else "queued_many", n=ahead), icon=":material/hourglass_top:")
+            running, waiting = queue.busy()
+            note = N.queue_note(queue.position(job), running, waiting)
+            if note is not None:
+                st.info(page.t(note[0], **note[1]), icon=":material/hourglass_top:")
             st.progress(0.0)
             return
         p = job.latest()
@@ -146,23 +187,26 @@ def render() -> None:
 
     # --- the curves ----------------------------------------------------------------------------------------
     with figure:
+        if refused is not None:
+            st.warning(page.t(refused[0], **refused[1]), icon=":material/block:")
         if job is None:
-            st.info(page.t("press_start"), icon=":material/model_training:")
+            if st.session_state.get(_DROPPED) == settings:
+                st.warning(page.t("dropped", seconds=f"{queue.heartbeat_s:.0f}"), icon=":material/visibility_off:")
+            else:
+                st.info(page.t("press_start"), icon=":material/model_training:")
             theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", **chart_size)
         elif job.active:
             st.fragment(live, run_every=POLL_S)()
         elif job.state == FAILED:
             st.error(page.t("failed", error=code_span(job.error or "")), icon=":material/error:")
             theme.plot(F.empty_figure(settings.steps, log_v, page.t), key="loss_chart", **chart_size)
-        else:
+        else:                           # done (N.dropped: with a result and its history)
             result = job.result
-            if job.state == CANCELLED:
-                st.info(page.t("was_cancelled"), icon=":material/stop_circle:")
             draw_curves(result.history, settings.steps, result.phase_step)
             if result.phase_step is not None:
                 st.caption(page.t("phase_caption", step=f"{result.phase_step:,}", threshold=F.pct(T.PHASE_THRESHOLD)))
 
-    result = job.result if job is not None and job.state in (DONE, CANCELLED) else None
+    result = job.result if job is not None and job.state == DONE else None
 
     # --- inside the heads, after training ------------------------------------------------------------------------
     if result is not None and result.checkpoints and result.history:

@@ -98,3 +98,38 @@ def test_every_key_is_in_every_catalog():
     for lang in ("en", "zh-Hant", "zh-Hans"):
         catalog = i18n.catalog(lang)
         assert [k for k in sorted(produced) if f"train.notice.{k}" not in catalog] == [], lang
+
+
+# --- the page's job: dropped, and a queued learner's place ------------------------------------------
+
+def test_dropped_jobs_are_the_finished_ones_without_a_whole_result():
+    history = [_progress(0, (0.05, 0.05)), _progress(25, (0.1, 0.1))]
+    assert not N.dropped("queued", None) and not N.dropped("running", None)
+    assert not N.dropped("failed", None)                      # shown as an error instead
+    assert not N.dropped("done", _result(history))
+    assert not N.dropped("done", _result(history, stopped="time"))
+    assert N.dropped("cancelled", None)                       # cancelled while queued: the bug of issue 33
+    assert N.dropped("cancelled", _result(history, stopped="cancelled"))   # cut while running
+    assert N.dropped("done", None)                            # any job whose result is missing
+    empty = _result(history)
+    empty.history = []
+    assert N.dropped("done", empty)
+    assert N.dropped("something else", _result(history))
+
+
+def test_queue_note_place_total_and_ahead():
+    assert N.queue_note(None, 1, 3) is None and N.queue_note(0, 1, 3) is None   # finished / running
+    assert N.queue_note(1, 1, 3) == ("queued_one", dict(place=1, total=3, n=1))
+    assert N.queue_note(3, 1, 3) == ("queued_many", dict(place=3, total=3, n=3))
+    assert N.queue_note(1, 0, 1) == ("queued_many", dict(place=1, total=1, n=0))   # the worker has not picked it yet
+    assert N.queue_note(2, 0, 1)[1]["total"] == 2            # never "2 of 1" between two reads
+
+
+def test_queue_note_keys_are_in_every_catalog_with_their_fields():
+    from course import i18n
+    for lang in ("en", "zh-Hant", "zh-Hans"):
+        catalog = i18n.catalog(lang)
+        for position, running, waiting in ((1, 1, 1), (2, 1, 4)):
+            key, fields = N.queue_note(position, running, waiting)
+            text = catalog[f"train.{key}"].format(**fields)
+            assert str(fields["place"]) in text and str(fields["total"]) in text, (lang, text)

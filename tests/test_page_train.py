@@ -5,6 +5,7 @@ note. And "What to notice" checked against real trainings (lesson_model.training
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -14,7 +15,7 @@ from course import i18n
 from course.figures import train as F
 from course.notices import train as N
 from lesson_model import training as T
-from server.training_queue import DONE, shared_queue
+from server.training_queue import CANCELLED, DONE, QUEUED, RUNNING, shared_queue
 from tests._apptest import charts, errors, text_of
 
 SHORT = {"steps": "100", "layers": "1", "seed": "4242"}      # the shortest training the limits allow
@@ -153,6 +154,147 @@ def test_try_this_sets_the_controls(open_page, no_big_model):
     assert not errors(at)
     assert at.slider(key="layers").value == 1
     assert at.query_params.get("offset") in ("fixed", ["fixed"])
+
+
+# --- the class queue's limits and a job dropped while the page was away (a fake queue) ------------
+
+@pytest.fixture
+def fake_queue(monkeypatch):
+    """fake_queue(**kwargs) -> (queue, clock): the app's shared training queue replaced by one
+    whose trainings wait at a gate (so a job stays queued behind a classmate's) and whose clock
+    the test moves; the classmate's job "hog" is running."""
+    from server import training_queue as Q
+
+    gate = threading.Event()
+    queues = []
+
+    def train(settings, *, should_stop, max_seconds=None):
+        while not gate.wait(0.01):
+            if should_stop():
+                break
+        yield T.TrainResult(settings=settings, history=[], checkpoints=[], phase_step=None,
+                            stopped="cancelled", seconds=0.0)
+
+    def make(**kwargs):
+        now = [0.0]
+        q = Q.TrainQueue(train, clock=lambda: now[0], **kwargs)
+        queues.append(q)
+        monkeypatch.setattr(Q, "_SHARED", q)
+        hog = q.submit(T.TrainSettings(seed=1), "hog", owner="hog")
+        assert wait_until(lambda: hog.state == RUNNING)
+        return q, now
+
+    yield make
+    gate.set()
+    for q in queues:
+        q.close()
+
+
+def wait_until(predicate, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_a_job_dropped_while_the_page_was_away(open_page, no_big_model, fake_queue):
+    """Issue 33: a queued job cancelled because this tab was hidden longer than the heartbeat
+    left the page raising AttributeError on job.result, on every run after."""
+    q, now = fake_queue()
+    at = open_page("train", lang="en", params=SHORT)
+    at.button(key="start").click().run()
+    assert not errors(at)
+    job = at.session_state["_train_job"]
+    assert job.state == QUEUED and q.busy() == (1, 1)
+    # a queued learner sees their place and how many wait
+    waiting = i18n.catalog("en")["train.queued_one"].format(place=1, total=1, n=1)
+    assert waiting in [i.value for i in at.info]
+    assert i18n.catalog("en")["train.server_queue"].format(running=1, waiting=1, limit=q.max_waiting) \
+        in text_of(at)
+    # the tab is hidden for 25 s: the classmate's page keeps polling, this one does not
+    now[0] = shared_queue().heartbeat_s + 5
+    q.touch(q.watching("hog")[0], "hog")
+    q.position(q.watching("hog")[0])             # (a poll reaps the silent watchers)
+    assert job.state == CANCELLED and job.result is None
+    note = i18n.catalog("en")["train.dropped"].format(seconds=f"{q.heartbeat_s:.0f}")
+    for _ in range(2):                           # the tab is back; and the run after it
+        at.run()
+        assert not errors(at)
+        assert note in [w.value for w in at.warning]
+        assert "_train_job" not in at.session_state
+        assert not at.button(key="start").disabled and at.button(key="cancel").disabled
+    at.button(key="start").click().run()
+    assert not errors(at)
+    again = at.session_state["_train_job"]
+    assert again is not job and again.state == QUEUED
+    assert note not in [w.value for w in at.warning]
+
+
+def test_a_job_dropped_while_running_shows_the_note(open_page, no_big_model, fake_queue):
+    q, now = fake_queue()
+    q.cancel(q.watching("hog")[0], "hog")         # the classmate leaves: the worker is free
+    at = open_page("train", lang="en", params=SHORT)
+    at.button(key="start").click().run()
+    job = at.session_state["_train_job"]
+    assert wait_until(lambda: job.state == RUNNING)
+    now[0] = shared_queue().heartbeat_s + 5       # nobody touches it: its training stops
+    assert q.wait(job, 10) and job.state == CANCELLED and job.result is not None
+    at.run()
+    assert not errors(at)
+    assert i18n.catalog("en")["train.dropped"].format(seconds=f"{q.heartbeat_s:.0f}") in [w.value for w in at.warning]
+    assert "_train_job" not in at.session_state and not at.button(key="start").disabled
+
+
+def test_a_second_start_from_one_session_leaves_one_job(open_page, no_big_model, fake_queue):
+    q, now = fake_queue()
+    at = open_page("train", lang="en", params=SHORT)
+    at.button(key="start").click().run()
+    first = at.session_state["_train_job"]
+    watcher = at.session_state["_train_watcher"]
+    assert at.button(key="start").disabled        # (Streamlit drops a disabled button's forged click)
+    assert q.watching(watcher) == [first] and q.busy() == (1, 1)
+    at.number_input(key="steps").set_value(200).run()
+    assert not errors(at) and not at.button(key="start").disabled
+    at.button(key="start").click().run()
+    assert not errors(at)
+    second = at.session_state["_train_job"]
+    assert second is not first and second.settings.steps == 200
+    assert first.state == CANCELLED and q.watching(watcher) == [second] and q.busy() == (1, 1)
+
+
+def test_one_class_one_training(open_page, no_big_model, fake_queue):
+    """Students of one class share the class's slot: the same settings join one job, other
+    settings are refused with a note while the class's job is watched."""
+    from classroom import follow
+
+    q, now = fake_queue()
+    code, _secret = follow.store().create()
+    first = open_page("train", lang="en", params={**SHORT, "class": code})
+    first.button(key="start").click().run()
+    assert not errors(first)
+    job = first.session_state["_train_job"]
+    assert job.owner == f"class:{code}"
+    second = open_page("train", lang="en", params={**SHORT, "seed": "5", "class": code})
+    second.button(key="start").click().run()
+    assert not errors(second)
+    assert "_train_job" not in second.session_state and q.busy() == (1, 1)
+    assert i18n.catalog("en")["train.class_busy"] in [w.value for w in second.warning]
+    # a session outside the class still gets its own
+    alone = open_page("train", lang="en", params={**SHORT, "seed": "5"})
+    alone.button(key="start").click().run()
+    assert alone.session_state["_train_job"].state == QUEUED and q.busy() == (1, 2)
+
+
+def test_a_full_queue_says_so(open_page, no_big_model, fake_queue):
+    q, now = fake_queue(max_waiting=1)
+    q.submit(T.TrainSettings(seed=2), "someone")
+    at = open_page("train", lang="en", params=SHORT)
+    at.button(key="start").click().run()
+    assert not errors(at)
+    assert "_train_job" not in at.session_state and q.busy() == (1, 1)
+    assert i18n.catalog("en")["train.queue_full"].format(limit=1) in [w.value for w in at.warning]
 
 
 # --- What to notice on real trainings -------------------------------------------------------------

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import pytest
 import torch
 
-from server.training_queue import CANCELLED, DONE, FAILED, QUEUED, RUNNING, TrainQueue
+from server.training_queue import CANCELLED, DONE, FAILED, QUEUED, RUNNING, OwnerBusy, QueueFull, TrainQueue
 
 
 @dataclass(frozen=True)
@@ -139,8 +139,8 @@ def test_concurrent_same_settings_train_once(make_queue):
 
 def test_different_settings_one_at_a_time_in_order(make_queue):
     train = FakeTrain(step_s=0.003)
-    q = make_queue(train)
-    jobs = [q.submit(Settings(seed=s), "w") for s in range(5)]
+    q = make_queue(train, max_waiting=None)
+    jobs = [q.submit(Settings(seed=s), f"w{s}") for s in range(5)]
     for job in jobs:
         assert q.wait(job, 10)
     assert [j.state for j in jobs] == [DONE] * 5
@@ -261,7 +261,7 @@ def test_failing_train_marks_failed_and_next_runs(make_queue):
     train = FakeTrain(fail_on=7)
     q = make_queue(train)
     bad = q.submit(Settings(seed=7), "a")
-    good = q.submit(Settings(seed=8), "a")
+    good = q.submit(Settings(seed=8), "b")
     assert q.wait(good, 5)
     assert bad.state == FAILED and "ValueError: boom" in bad.error
     assert good.state == DONE
@@ -336,3 +336,175 @@ def test_real_training_through_the_queue():
     finally:
         q.close()
         torch.set_num_threads(threads)
+
+
+# --- the limits: one job per watcher, one new job per owner (a class), a bounded line ------------
+
+@pytest.fixture
+def held(make_queue):
+    """A queue whose worker is busy with a gated job of watcher "hog" (so later jobs wait)."""
+    def make(**kwargs):
+        train = FakeTrain()
+        train.gate.clear()
+        q = make_queue(train, **kwargs)
+        hog = q.submit(Settings(seed=99, steps=1000), "hog", owner="hog")
+        assert train.started.wait(2) and wait_until(lambda: hog.state == RUNNING)
+        return q, train, hog
+    return make
+
+
+def test_a_second_submit_from_one_watcher_replaces_its_queued_job(held):
+    q, train, hog = held()
+    first = q.submit(Settings(seed=1), "w")
+    assert first.state == QUEUED and q.busy() == (1, 1)
+    second = q.submit(Settings(seed=2), "w")
+    assert second is not first
+    assert first.state == CANCELLED and q.position(first) is None
+    assert q.watching("w") == [second] and q.busy() == (1, 1)
+    # the same settings again: the same job, still one
+    assert q.submit(Settings(seed=2), "w") is second and q.busy() == (1, 1)
+
+
+def test_a_second_submit_from_one_watcher_stops_its_running_job(make_queue):
+    train = FakeTrain()
+    train.gate.clear()
+    q = make_queue(train)
+    first = q.submit(Settings(seed=1, steps=1000), "w")
+    assert train.started.wait(2)
+    second = q.submit(Settings(seed=2, steps=3), "w")
+    assert q.wait(first, 5) and first.state == CANCELLED
+    train.gate.set()
+    assert q.wait(second, 5) and second.state == DONE
+    assert [s.seed for s in train.calls] == [1, 2]
+
+
+def test_a_stale_touch_does_not_put_a_watcher_back_on_its_old_job(held):
+    q, train, hog = held()
+    old = q.submit(Settings(seed=1), "w")
+    assert q.submit(Settings(seed=1), "x") is old
+    new = q.submit(Settings(seed=2), "w")
+    q.touch(old, "w")                     # an old page's poll, after the new Start
+    assert old.watchers == ["x"] and q.watching("w") == [new]
+
+
+def test_leaving_a_job_others_watch_keeps_it(held):
+    q, train, hog = held()
+    shared = q.submit(Settings(seed=1), "w")
+    assert q.submit(Settings(seed=1), "x") is shared
+    other = q.submit(Settings(seed=2), "w")
+    assert shared.state == QUEUED and shared.watchers == ["x"]
+    assert q.watching("w") == [other] and q.watching("x") == [shared]
+
+
+def test_a_replay_takes_the_watcher_off_its_active_job(make_queue):
+    train = FakeTrain(step_s=0)
+    q = make_queue(train)
+    done = q.submit(Settings(seed=1, steps=2), "a")
+    assert q.wait(done, 5)
+    train.gate.clear()
+    long = q.submit(Settings(seed=2, steps=1000), "w")
+    assert q.submit(Settings(seed=1, steps=2), "w") is done      # looking at a finished one instead
+    assert q.wait(long, 5) and long.state == CANCELLED
+
+
+def test_one_new_job_per_class(held):
+    q, train, hog = held()
+    a = "class:ABC234"
+    job = q.submit(Settings(seed=1), "s1", owner=a)
+    # 25 students of the class on the teacher's settings: one job
+    assert all(q.submit(Settings(seed=1), f"s{i}", owner=a) is job for i in range(2, 26))
+    assert q.busy() == (1, 1) and q.owned(a) is job
+    # a student of the class on other settings: refused, nothing queued, the class's job untouched
+    with pytest.raises(OwnerBusy) as refused:
+        q.submit(Settings(seed=2), "s2", owner=a)
+    assert refused.value.job is job and q.busy() == (1, 1)
+    assert job.state == QUEUED and "s2" not in job.watchers and len(job.watchers) == 24
+    # another class may queue its own, and a student of the first class may join that one (free)
+    b = q.submit(Settings(seed=3), "t1", owner="class:XYZ789")
+    assert q.busy() == (1, 2)
+    assert q.submit(Settings(seed=3), "s3", owner=a) is b
+    # once nobody of the class watches the class's job, the class may queue another
+    for i in range(1, 26):
+        q.cancel(job, f"s{i}")
+    assert job.state == CANCELLED and q.owned(a) is None
+    again = q.submit(Settings(seed=4), "s4", owner=a)
+    assert again.state == QUEUED and again.owner == a and q.owned(a) is again
+
+
+def test_a_student_alone_on_the_class_job_replaces_it(held):
+    q, train, hog = held()
+    first = q.submit(Settings(seed=1), "s1", owner="class:A")
+    second = q.submit(Settings(seed=2), "s1", owner="class:A")
+    assert first.state == CANCELLED and second.state == QUEUED and q.owned("class:A") is second
+    assert q.busy() == (1, 1)
+
+
+def test_the_slot_is_freed_when_the_owners_watchers_leave_a_shared_job(held):
+    q, train, hog = held()
+    job = q.submit(Settings(seed=1), "s1", owner="class:A")
+    assert q.submit(Settings(seed=1), "t1", owner="class:B") is job     # B joins A's job
+    with pytest.raises(OwnerBusy):
+        q.submit(Settings(seed=2), "s2", owner="class:A")
+    q.cancel(job, "s1")                   # nobody of A watches it; B still does, so it stays queued
+    assert job.state == QUEUED
+    assert q.submit(Settings(seed=2), "s2", owner="class:A").state == QUEUED
+
+
+def test_the_owners_slot_frees_when_its_watchers_go_silent(held):
+    now = [0.0]
+    q, train, hog = held(heartbeat_s=20, clock=lambda: now[0])
+    job = q.submit(Settings(seed=1), "s1", owner="class:A")
+    now[0] = 25.0
+    q.touch(hog, "hog")
+    fresh = q.submit(Settings(seed=2), "s2", owner="class:A")
+    assert job.state == CANCELLED and fresh.state == QUEUED and q.busy() == (1, 1)
+
+
+def test_without_an_owner_each_watcher_is_its_own(held):
+    q, train, hog = held()
+    jobs = [q.submit(Settings(seed=s), f"w{s}") for s in range(3)]
+    assert len({id(j) for j in jobs}) == 3 and q.busy() == (1, 3)
+    assert {j.owner for j in jobs} == {"w0", "w1", "w2"}
+
+
+def test_the_line_is_bounded(held):
+    q, train, hog = held(max_waiting=3)
+    jobs = [q.submit(Settings(seed=s), f"w{s}") for s in range(3)]
+    assert q.busy() == (1, 3)
+    with pytest.raises(QueueFull) as full:
+        q.submit(Settings(seed=9), "late")
+    assert (full.value.waiting, full.value.limit) == (3, 3) and q.busy() == (1, 3)
+    assert q.watching("late") == []
+    assert q.submit(Settings(seed=1), "late") is jobs[1]          # joining a waiting job is free
+    # a watcher of a waiting job that asks for other settings gives its place up first
+    replaced = q.submit(Settings(seed=7), "w0")
+    assert jobs[0].state == CANCELLED and replaced.state == QUEUED and q.busy() == (1, 3)
+    q.cancel(jobs[2], "w2")
+    late = q.submit(Settings(seed=9), "late2")
+    assert late.state == QUEUED
+    train.gate.set()
+    for job in (hog, jobs[1], replaced, late):
+        assert q.wait(job, 30) and job.state == DONE
+
+
+def test_the_line_bound_counts_after_silent_watchers_are_reaped(held):
+    now = [0.0]
+    q, train, hog = held(max_waiting=2, heartbeat_s=20, clock=lambda: now[0])
+    q.submit(Settings(seed=1), "gone1")
+    q.submit(Settings(seed=2), "gone2")
+    now[0] = 25.0
+    q.touch(hog, "hog")
+    assert q.submit(Settings(seed=3), "here").state == QUEUED and q.busy() == (1, 1)
+
+
+def test_shared_queue_reads_its_bounds_from_the_environment(monkeypatch):
+    from server import training_queue
+
+    for raw, expected in (("7", 7), ("", training_queue.MAX_WAITING), ("many", training_queue.MAX_WAITING),
+                          ("0", training_queue.MAX_WAITING), ("-2", training_queue.MAX_WAITING)):
+        monkeypatch.setenv(training_queue.WAITING_ENV, raw)
+        monkeypatch.setenv(training_queue.SECONDS_ENV, "banana" if raw == "many" else "30")
+        monkeypatch.setattr(training_queue, "_SHARED", None)
+        q = training_queue.shared_queue()
+        assert q.max_waiting == expected
+        assert q.max_seconds == (None if raw == "many" else 30.0)

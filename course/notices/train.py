@@ -4,6 +4,10 @@
 settings, evaluation history, checkpoints and shortcut check) and log(V), the loss of guessing,
 so tests can check each sentence against a run. Unlike the other lessons' notices its keys are
 relative to "train.notice." ("formed", "none"...): the page puts "notice." before each.
+
+Two more decisions about the page's job, as pure functions: ``dropped`` (a job the page can no
+longer show: the stale job leaves the session and the page says to press Start again) and
+``queue_note`` (a queued learner's place in line; keys relative to "train.").
 """
 
 from __future__ import annotations
@@ -15,6 +19,27 @@ from course.figures.train import head_name, nats, pct
 SHORTCUT_GAP = 0.5               # nats: the shortcut "fails on random places" when its loss there is this much higher
 PHASE_LOW = 0.15                 # below this best induction score the head has not started to form
 PREV_FORMED = 0.3                # a previous-token score from which the page calls it a previous-token head
+
+
+def dropped(state: str, result) -> bool:
+    """Whether a session's job has nothing left to show: cancelled (while queued it has no
+    result, while running a cut one; either way every watcher had gone silent, since the
+    page's own Cancel takes the job out of the session), or ended without a result or with
+    an empty history. Active and failed jobs are shown as such."""
+    if state in ("queued", "running", "failed"):
+        return False
+    return state != "done" or result is None or not getattr(result, "history", None)
+
+
+def queue_note(position: int | None, running: int, waiting: int) -> tuple[str, dict] | None:
+    """A queued job's line: its place among the waiting jobs, how many of them wait, and how
+    many trainings run before it (the running one included). None unless it waits
+    (``position`` as TrainQueue.position: 0 running, n the n-th waiting, None finished)."""
+    if not position:
+        return None
+    ahead = position - 1 + running
+    return ("queued_one" if ahead == 1 else "queued_many",
+            dict(place=position, total=max(waiting, position), n=ahead))
 
 
 def best_head(progress) -> tuple[int, int, float]:
