@@ -123,8 +123,21 @@ def num(x: float, spec: str = ".2f") -> str:
     return text
 
 
+_CHIP = re.compile(r"<U\+[0-9A-F]{4,6}>")     # a hidden character's chip (code_point)
+
+
+def _cut(text: str, end: int) -> str:
+    """``text[:end]``, moved back to the start of a "<U+202E>" chip the cut would split."""
+    for m in _CHIP.finditer(text, max(0, end - 10), end + 10):
+        if m.start() < end < m.end():
+            return text[:m.start()]
+    return text[:end]
+
+
 def shorten(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """``text`` cut to at most ``limit`` characters, with "…" where it was cut; a "<U+202E>" chip
+    is kept whole or left out, never cut in two."""
+    return text if len(text) <= limit else _cut(text, limit - 1) + "…"
 
 
 def text_width(text: str) -> int:
@@ -134,7 +147,8 @@ def text_width(text: str) -> int:
 
 
 def shorten_to_width(text: str, columns: int) -> str:
-    """``text`` cut to at most ``columns`` (text_width), with "…" (one column) where it was cut."""
+    """``text`` cut to at most ``columns`` (text_width), with "…" (one column) where it was cut;
+    a "<U+202E>" chip is kept whole or left out."""
     if text_width(text) <= columns:
         return text
     out, used = [], 0
@@ -144,7 +158,7 @@ def shorten_to_width(text: str, columns: int) -> str:
             break
         out.append(ch)
         used += w
-    return "".join(out) + "…"
+    return _cut(text, len(out)) + "…"
 
 
 def bytes_text(n: float) -> str:

@@ -146,3 +146,41 @@ def test_generated_text_shows_the_prompt_controls():
     assert RLO not in out and PDF not in out
     assert f":gray[{FSI}Say \\<U\\+202E\\>evil\\<U\\+202C\\> twice\\.{PDI}]" in out
     assert f"[{FSI}\\<U\\+202E\\>{PDI}]" in out
+
+
+# --------------------------------------------------------------------------- the page tests' checker
+
+class _Proto:
+    def __init__(self, text: str):
+        self.text = text
+
+    def SerializeToString(self) -> bytes:
+        return self.text.encode("utf-8")
+
+
+class _Node:
+    def __init__(self, type_: str, text: str):
+        self.type, self.proto = type_, _Proto(text)
+
+
+class _Page:
+    def __init__(self, *nodes):
+        self._tree = list(nodes)
+
+
+def test_direction_leaks_finds_what_a_page_must_not_draw():
+    from tests._apptest import direction_leaks
+    assert direction_leaks(_Page(_Node("markdown", code_span(ATTACK)), _Node("caption", isolate("שלום")))) == []
+    assert direction_leaks(_Page(_Node("text_area", ATTACK))) == []            # the learner's own input
+    assert [kind for kind, _ in direction_leaks(_Page(_Node("markdown", f"`{ATTACK}`")))] == ["markdown"]
+    assert direction_leaks(_Page(_Node("plotly_chart", '{"x": ["\\u202eevil"]}')))          # JSON-escaped
+    assert direction_leaks(_Page(_Node("markdown", f"{FSI}x")))                             # never closed
+    assert direction_leaks(_Page(_Node("markdown", f"x{PDI}{FSI}")))                        # closed before opened
+
+
+def test_shortening_never_cuts_a_chip_in_two():
+    from course.text import shorten, shorten_to_width
+    assert shorten("·<U+202E>", 8) == "·…" and shorten("·<U+202E>", 9) == "·<U+202E>"
+    assert shorten("ab<U+202E>cd", 6) == "ab…" and shorten("abcdefghij", 5) == "abcd…"
+    assert shorten_to_width("a<U+202E>b", 6) == "a…" and shorten_to_width("貓<U+202E>", 12) == "貓<U+202E>"
+    assert label(f"x{RLO}" * 4, 12) == "x<U+202E>x…"
