@@ -14,7 +14,7 @@ from course.i18n import big_number, t
 from course.lesson import Lesson
 from course.model import MODELS, get_model
 from course.notices import architecture as N
-from course.text import code_span, html_escape, md_escape, shorten
+from course.text import code_span, html_escape, md_escape, shorten, show_format
 from course.tokens import axis_labels, md_label
 from lesson_model.analysis import architecture as AR
 from lesson_model.analysis import params as P
@@ -191,9 +191,9 @@ def render() -> None:
                     with col:
                         st.markdown(f"**{page.t('post.instruct' if reply.chat else 'post.base', name=reply.model)}**")
                         st.caption(page.t("post.fed"))
-                        st.code(reply.prompt, language=None, wrap_lines=True)
+                        st.code(show_format(reply.prompt), language=None, wrap_lines=True)
                         st.caption(page.t("post.wrote", n=len(reply.ids)))
-                        st.code(reply.text, language=None, wrap_lines=True)
+                        st.code(show_format(reply.text), language=None, wrap_lines=True)
             else:
                 st.caption(page.t("post.hint", n=NEW_TOKENS))
 

@@ -14,7 +14,15 @@ from course.i18n import big_number, join_sentences, t
 from course.lesson import Lesson
 from course.notices import generation as N
 from course.text import bytes_text, code_span, html_escape, shorten
-from course.tokens import axis_labels, label, md_label, next_token_texts, plot_label, sequence_texts
+from course.tokens import (
+    axis_labels,
+    label,
+    md_label,
+    next_token_texts,
+    plot_label,
+    sentence_label,
+    sequence_texts,
+)
 from lesson_model.analysis import generation_demo as gd
 from lesson_model.analysis import kv_memory as K
 from lesson_model.analysis import sampling_demo as sd
@@ -265,12 +273,12 @@ def render() -> None:
             row = []
             for i, g in enumerate(r.proposed):
                 kind = G.ACCEPTED if i < r.accepted else (G.REJECTED if i == r.accepted else G.UNCHECKED)
-                hover = page.t("spec.hover_guess", token=label(guesses[i]), q=f"{r.draft_probs[i]:.1%}",
-                               p=f"{r.target_probs[i]:.1%}", full=label(lm.token_text(r.target_choice[i])))
+                hover = page.t("spec.hover_guess", token=sentence_label(guesses[i]), q=f"{r.draft_probs[i]:.1%}",
+                               p=f"{r.target_probs[i]:.1%}", full=sentence_label(lm.token_text(r.target_choice[i])))
                 row.append((kind, plot_label(guesses[i], 10), html_escape(hover)))
             row += [(G.EMPTY, "", "")] * (draft_len - len(r.proposed))
             row.append((G.BONUS if r.bonus else G.CORRECTION, plot_label(own, 10),
-                        html_escape(page.t("spec.hover_own", token=label(own)))))
+                        html_escape(page.t("spec.hover_own", token=sentence_label(own)))))
             grid_rows.append(row)
             text_so_far += lm.tokenizer.tokens(r.new_ids)
         theme.plot(G.speculative_figure(page.t, grid_rows, draft_len), key="spec_chart",

@@ -10,6 +10,7 @@ import streamlit as st
 from course import i18n, state, theme
 from course.cache import tokens as cache
 from course.figures.tokens import (
+    CHAR_LIMIT,
     PARALLEL,
     char_code,
     chips_markdown,
@@ -21,7 +22,7 @@ from course.figures.tokens import (
 )
 from course.lesson import Lesson
 from course.notices import tokens as N
-from course.text import code_span, html_escape
+from course.text import code_span, hidden_names, html_escape, show_format
 from course.tokens import label, md_label
 from lesson_model.analysis import tokenization as T
 from lesson_model.tokens import TokenizerView, bytes_as_text
@@ -76,6 +77,10 @@ def render() -> None:
         with st.container(border=True, key="token_chips"):
             st.markdown(chips_markdown(tokens, show_ids=show_ids))
         st.caption(page.t("chips.legend"))
+        hidden = hidden_names(text)      # direction controls, zero-width characters: shown as <U+202E>
+        if hidden:
+            st.caption(page.t("chips.hidden", n=len(hidden), chars=i18n.join_list(
+                i18n.with_paren(code_span(chip), name) if name else code_span(chip) for chip, name in hidden[:8])))
         if counts.added and bos:
             st.caption(page.t("chips.bos", bos=code_span(bos), id=lm.tokenizer.bos_id))
         if split:
@@ -158,7 +163,7 @@ def render() -> None:
         left, right = st.columns(2, gap="medium")
         with left:
             st.caption(page.t("chat.rendered"))
-            st.code(rendered, language=None, wrap_lines=True)
+            st.code(show_format(rendered), language=None, wrap_lines=True)   # U+202E as <U+202E>
         with right:
             st.caption(page.t("chat.as_tokens"))
             with st.container(border=True, key="chat_chips"):
@@ -250,7 +255,7 @@ def render() -> None:
     eos_text = i18n.join_list(code_span(lm.token_text(i)) for i in eos) or "—"
     found = [N.counts_notice(chars=counts.chars, utf8_bytes=counts.utf8_bytes, tokens=counts.tokens,
                              chars_per_token=counts.chars_per_token),
-             N.split_notice(split=split, sentencepiece=sentencepiece, char=lambda s: code_span(label(s, 8)),
+             N.split_notice(split=split, sentencepiece=sentencepiece, char=lambda s: code_span(label(s, CHAR_LIMIT)),
                             code_point=char_code)]
     found += N.longest_notice(ordinary=ordinary, label=lambda tok: md_label(tok, 30))
     found += N.ids_notice(merged=[tok for tok in ordinary if T.piece_kind(lm, tok.id) == "merged"], label=md_label,

@@ -17,7 +17,7 @@ from typing import Any
 import streamlit as st
 
 from course.i18n import t
-from course.text import code_span, shorten
+from course.text import code_span, md_escape, shorten
 
 _CANON = "_url."
 _CLAIMS = "_url_claims"
@@ -275,7 +275,7 @@ def url_text(key: str, label_text: str, default: str, *, max_chars: int = 60, he
 
     def parse(raw: str):
         if len(raw) > max_chars:
-            return raw[:max_chars], _note(key, raw, "state.ignored", value=shorten(raw[:max_chars], 20))
+            return raw[:max_chars], _note(key, raw, "state.ignored", value=md_escape(shorten(raw[:max_chars], 20)))
         return raw, None
 
     def render(**cb):

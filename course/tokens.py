@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from course.i18n import with_paren
-from course.text import code_span, html_escape, md_escape, shorten, shorten_to_width
+from course.text import code_span, html_escape, isolate, md_escape, shorten, shorten_to_width, show_format
 
 VISIBLE = {" ": "·", "\n": "↵", "\t": "⇥", "\r": "␍"}
 LABEL_LIMIT = 16
@@ -16,8 +16,10 @@ BYTE_PIECE = re.compile(r"^<[0-9A-F]{2}( [0-9A-F]{2})*>$")   # lesson_model's fo
 
 
 def visible(text: str) -> str:
-    """Whitespace and control characters as visible marks ("·" space, "↵" newline); a byte
-    piece such as "<E5 A4>" stays as it is."""
+    """Whitespace and control characters as visible marks ("·" space, "↵" newline, "\\x00"),
+    and characters that show nothing but act on the text around them (direction controls such
+    as U+202E, zero-width joiners, the soft hyphen: course.text.is_hidden) as chips such as
+    "<U+202E>"; a byte piece such as "<E5 A4>" stays as it is."""
     if BYTE_PIECE.match(text):
         return text
     out = []
@@ -26,11 +28,9 @@ def visible(text: str) -> str:
             out.append(VISIBLE[ch])
         elif ord(ch) < 32 or ord(ch) == 127:
             out.append(f"\\x{ord(ch):02x}")
-        elif ch in "\u200b\u200c\u200d\u2060\ufeff":
-            out.append(f"\\u{ord(ch):04x}")
         else:
             out.append(ch)
-    return "".join(out) or "∅"
+    return show_format("".join(out)) or "∅"
 
 
 def _text(token) -> str:
@@ -44,15 +44,23 @@ def label(token, limit: int = LABEL_LIMIT) -> str:
     return shorten(visible(_text(token)), limit)
 
 
+def sentence_label(token, limit: int = LABEL_LIMIT) -> str:
+    """Plain label for a field of a plain-text sentence (hover text, a chart title before it is
+    HTML-escaped): visible, shortened, isolated (course.text.isolate) where it could reorder
+    the sentence around it."""
+    return isolate(label(token, limit))
+
+
 def plot_label(token, limit: int = LABEL_LIMIT) -> str:
-    """Label for plotly text (titles, hover, annotations): visible and HTML-escaped."""
-    return html_escape(label(token, limit))
+    """Label for plotly text (titles, hover, annotations): visible, HTML-escaped, isolated
+    (course.text.isolate) where it could reorder the text around it."""
+    return isolate(label(token, limit), html_escape)
 
 
 def cell_label(token, columns: int) -> str:
     """plot_label for text inside a chart's cell: visible, cut to ``columns`` (course.text.text_width,
     a Chinese character two) and HTML-escaped."""
-    return html_escape(shorten_to_width(visible(_text(token)), columns))
+    return isolate(shorten_to_width(visible(_text(token)), columns), html_escape)
 
 
 def md_label(token, limit: int = LABEL_LIMIT) -> str:
@@ -126,8 +134,9 @@ def unique_labels(tokens: Sequence, limit: int = LABEL_LIMIT) -> list[str]:
 
 
 def axis_labels(tokens: Sequence, limit: int = LABEL_LIMIT) -> list[str]:
-    """Unique, escaped plotly category labels (plotly would merge repeated categories)."""
-    return [html_escape(text) for text in unique_labels(tokens, limit)]
+    """Unique, escaped plotly category labels (plotly would merge repeated categories), each
+    isolated where it could reorder the text around it (hover text, titles)."""
+    return [isolate(text, html_escape) for text in unique_labels(tokens, limit)]
 
 
 def md_labeler(tokens: Sequence, limit: int = LABEL_LIMIT) -> Callable[[int], str]:

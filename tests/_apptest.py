@@ -65,6 +65,41 @@ def metric(at, label: str, *, part: bool = False) -> str:
     raise AssertionError(f"no metric {label!r}; have {[m.label for m in at.metric]}")
 
 
+FSI, PDI = "\u2068", "\u2069"
+_OVERRIDES = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067")     # embeddings, overrides, LRI, RLI
+_JSON_ESCAPED = re.compile(r"\\u(20(?:2[a-eA-E]|6[6-9]))")                  # plotly's JSON may write \u202e
+_INPUTS = frozenset({"text_area", "text_input", "chat_input"})             # the learner's own text, as typed
+
+
+def direction_leaks(at) -> list[tuple[str, str]]:
+    """Everything the page drew (its protobufs: Markdown, captions, code, alerts, charts' JSON,
+    tables' cells, widget labels and options) that holds a direction control able to act
+    outside it: an embedding or override (U+202A-U+202E), an LRI or RLI, or isolates
+    (U+2068 ... U+2069) that do not balance. The input widgets holding the learner's own
+    text are left out. Returns (element type, an excerpt) per leak; [] when nothing leaks."""
+    leaks = []
+    for node in at._tree:
+        proto = getattr(node, "proto", None)
+        if proto is None or node.type in _INPUTS:
+            continue
+        if node.type == "dataframe":             # the cells, not the Arrow buffers' bytes
+            frame = node.value
+            text = "\n".join(map(str, [*frame.columns, *frame.to_numpy().ravel().tolist()]))
+        else:
+            text = proto.SerializeToString().decode("utf-8", errors="replace")
+        text = _JSON_ESCAPED.sub(lambda m: chr(int(m.group(1), 16)), text)
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += (ch == FSI) - (ch == PDI)
+            if ch in _OVERRIDES or depth < 0:
+                leaks.append((node.type, text[max(0, i - 40): i + 40]))
+                break
+        else:
+            if depth:
+                leaks.append((node.type, "unbalanced isolates: " + text[:80]))
+    return leaks
+
+
 def text_of(at) -> str:
     """The page's Markdown, captions and subheaders as one string."""
     return "\n".join([m.value for m in at.markdown] + [c.value for c in at.caption] + [s.value for s in at.subheader])

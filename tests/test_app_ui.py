@@ -13,7 +13,7 @@ from server.models import CachedRun, RunCache
 
 def test_whitespace_is_made_visible():
     assert visible(" the\n\tx\r") == "·the↵⇥x␍"
-    assert visible("a\x00b\u200b") == "a\\x00b\\u200b"
+    assert visible("a\x00b\u200b") == "a\\x00b<U+200B>"    # a format character as its code point
     assert visible("") == "∅"
 
 

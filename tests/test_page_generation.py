@@ -14,6 +14,7 @@ from course.tokens import label, readable_texts
 from lesson_model.analysis import generation_demo as gd
 from lesson_model.analysis import kv_memory as K
 from lesson_model.speculative import speculative_generate
+from tests._apptest import direction_leaks
 
 PROMPT = "The capital of France is"
 SMOLLM2, GEMMA = "smollm2-135m", "gemma-3-270m"
@@ -401,3 +402,22 @@ def test_gemma_pattern_example_greedy_continues_it_and_sampling_wanders(gemma, l
     assert greedy == (cycle * 20)[:len(greedy)] and len(greedy) >= 3 * len(cycle)
     sampled = "".join(s.text for s in expected(gemma, prompt, 24, temperature=1.0, seed=1))
     assert not (cycle * 20).startswith(sampled)
+
+
+BIDI = "Say \u202eevil\u202c twice."      # a right-to-left override and its pop around "evil"
+
+
+@pytest.mark.parametrize("model,lang", [(SMOLLM2, "en"), (GEMMA, "zh-Hant")])
+def test_direction_controls_in_the_prompt_are_shown_not_obeyed(open_page, model, lang):
+    """The running text showed "evil" as "live": the prompt's controls are now visible chips inside
+    an isolate, and nothing the page drew (text, the steps table, the charts) lets one act."""
+    at = open_page("generation", lang=lang, prompt=BIDI, model=model,
+                   params={"step": "2", "max_new": "2", "temperature": "0"})
+    assert not at.exception, [e.value for e in at.exception]
+    assert direction_leaks(at) == []
+    shown = "\\<U\\+202E\\>evil\\<U\\+202C\\>"
+    running = [m.value for m in at.markdown if shown in m.value]
+    # the prompt (after Gemma's <bos>) in grey, isolated as a whole
+    assert running and all(f"Say {shown} twice\\.\u2069]" in value and value.startswith(":gray[\u2068")
+                           for value in running)
+    assert len(table_tokens(at)) == 2

@@ -7,7 +7,7 @@ import pytest
 from course import i18n
 from course.figures.tokens import PARALLEL
 from lesson_model.analysis import tokenization as T
-from tests._apptest import chart
+from tests._apptest import chart, direction_leaks
 
 CHINESE = "我喜歡貓，因為牠們很可愛。"
 EMOJI = "I love pizza 🍕👍🏽"
@@ -315,3 +315,36 @@ def test_id_chart_reaches_the_top_of_the_vocabulary(open_page, gemma):
     top = spec["layout"]["yaxis"]["range"][1]
     assert 10 ** top >= gemma.cfg.vocab_size > max(spec["data"][0]["customdata"])
     assert top == pytest.approx(math.log10(gemma.cfg.vocab_size) + 0.1)
+
+
+BIDI = "Say \u202eevil\u202c twice."      # a right-to-left override and its pop around "evil"
+
+
+@pytest.mark.parametrize("model,lang", [(SMOL, "en"), (GEMMA, "zh-Hant")])
+def test_direction_controls_are_shown_not_obeyed(open_page, models, model, lang):
+    """A right-to-left override in the prompt showed the split-character line backwards and read
+    "evil" as "live" among the chips: now every control is a visible <U+202E> chip, and nothing
+    the page drew holds a direction control outside a balanced isolate."""
+    lm = models[model]
+    at = open_page("tokens", lang=lang, prompt=BIDI, model=model)
+    assert not at.exception, [e.value for e in at.exception]
+    assert direction_leaks(at) == []
+    text, captions = markdown(at), "\n".join(c.value for c in at.caption)
+    cat = i18n.catalog(lang)
+    assert cat["tokens.chips.hidden"].split("{n}")[1].split("{chars}")[0] in captions
+    for chip, name in [("<U+202E>", "RIGHT-TO-LEFT OVERRIDE"), ("<U+202C>", "POP DIRECTIONAL FORMATTING")]:
+        assert i18n.with_paren(f"`{chip}`", name, lang) in captions
+    toks = lm.tokenize(BIDI)
+    for control in ("\u202e", "\u202c"):
+        chip = f"<U+{ord(control):04X}>"
+        whole = [t for t in toks if control in t.text]
+        if whole:        # the control is a token of its own (Gemma): a chip, a table row, an axis label
+            assert "\\" + chip.replace("+", "\\+").replace(">", "\\>") in text
+            assert chip in at.dataframe[0].value[cat["tokens.table.piece"]].tolist()
+        else:            # spelled in byte tokens (SmolLM2): the "did not fit in one token" line names it
+            group = next(g for g in T.split_characters(toks, BIDI) if control in g.text)   # " \u202e": <20 E2 80> <AE>
+            shown = group.text.replace(" ", "·").replace(control, chip)
+            assert f"`{shown}` = " + " + ".join(f"`{t.text}`" for t in group.tokens) in text
+        assert any(chip.replace("<", "&lt;").replace(">", "&gt;") in x for x in chart(at, "token_ids")["data"][0]["x"])
+    rendered = [c.value for c in at.code if "evil" in c.value]    # the chat template: SmolLM2 has one
+    assert len(rendered) == (model == SMOL) and all("<U+202E>evil<U+202C>" in value for value in rendered)

@@ -30,6 +30,7 @@ CHIP_COLOURS = ("blue", "orange")     # alternate, so neighbouring tokens stand 
 BYTE_COLOUR = "gray"                  # a piece of a character's UTF-8 bytes
 SPECIAL_COLOUR = "violet"             # <|im_start|> and friends
 CHIP_LIMIT = 24                       # characters of one chip before it is shortened
+CHAR_LIMIT = 12                       # characters of a split character's label: "·<U+202E>" fits whole
 
 
 # --------------------------------------------------------------------------- chips
@@ -73,7 +74,8 @@ def split_lines(groups: Sequence[CharacterGroup], template: Callable[..., str], 
                                           kept=n_bytes - len(g.dropped),
                                           dropped=" ".join(f"{b:02X}" for b in g.dropped)))
         else:
-            lines.append(template(char=code_span(label(g.text, 8)), pieces=pieces, n=len(g.tokens), bytes=n_bytes))
+            lines.append(template(char=code_span(label(g.text, CHAR_LIMIT)), pieces=pieces, n=len(g.tokens),
+                                  bytes=n_bytes))
     return lines
 
 
