@@ -55,7 +55,6 @@ from course.text import code_span, shorten
 from server import session
 
 PARAM = class_link.PARAM
-PUBLIC_URL_ENV = class_link.PUBLIC_URL_ENV   # the join link's base, when the browser's URL is not the public one
 TEACH_COOKIE = "decoder_lab_teach"           # CODE.SECRET in the teacher's browser: a reload takes the class back
 COOKIE_MAX_AGE_S = 12 * 3600
 NOT_PUBLISHED = ("lang", PARAM, "present")   # the visitor's own settings, not the teacher's view
@@ -102,14 +101,9 @@ def _network_address() -> str | None:
 def student_base() -> class_link.StudentBase:
     """Where students open this server (classroom/link.py), from the teacher's browser URL and
     the server's own options."""
-    return class_link.student_base(public_url=os.environ.get(PUBLIC_URL_ENV), browser_url=st.context.url,
+    return class_link.student_base(public_url=os.environ.get(class_link.PUBLIC_URL_ENV), browser_url=st.context.url,
                                    listen_address=st.get_option("server.address"),
                                    port=st.get_option("server.port"), network=_network_address())
-
-
-def join_url(code: str) -> str:
-    """The link students open: ``<base>/?class=CODE`` whatever page the teacher is on."""
-    return class_link.join_url(student_base().url, code)
 
 
 def _client() -> tuple[str, str | None]:
@@ -205,17 +199,17 @@ def _resume() -> None:
         st.session_state[_FORGET] = True
         return
     try:
-        if store().is_teacher(code, secret):
-            store().touch(code, secret)
-            st.session_state[_TEACH] = {"code": code, "secret": secret}
-            _note("classroom.resumed", code)
-            log.info("class %s resumed by its teacher in a new session", code)
-        else:
-            st.session_state[_FORGET] = True
-            _note("classroom.expired_teacher", code)
+        store().touch(code, secret)             # checks the secret, and the teacher is here again
+    except (class_store.ClassGone, class_store.NotTeacher):
+        st.session_state[_FORGET] = True
+        _note("classroom.expired_teacher", code)
     except class_store.StoreUnavailable:
         st.session_state.pop(_TRIED, None)      # try again on the next run
         _note("classroom.store_down")
+    else:
+        st.session_state[_TEACH] = {"code": code, "secret": secret}
+        _note("classroom.resumed", code)
+        log.info("class %s resumed by its teacher in a new session", code)
 
 
 def cookie_script(teach: dict | None, forget: bool) -> str | None:

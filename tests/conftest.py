@@ -68,24 +68,21 @@ def trained(tmp_path_factory):
     Under pytest-xdist the workers share it through a file in the run's temporary folder: the
     first to ask trains while a second waits on the file's lock, then reads it. max_seconds is
     lifted so a loaded machine cannot cut a run short."""
-    import fcntl
     import hashlib
 
     import torch
 
     from lesson_model import training
+    from tests._shared import locked, run_folder
 
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent                  # pytest-N/popen-gwK -> pytest-N, the same for every worker
+    shared = run_folder(tmp_path_factory)
     results = {}
 
     def run(**changes):
         settings = training.TrainSettings(**changes)
         if settings not in results:
             path = shared / f"training-{hashlib.sha256(repr(settings).encode()).hexdigest()[:16]}.pt"
-            with open(path.with_suffix(".lock"), "w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+            with locked(path.with_suffix(".lock")):
                 if path.exists():
                     results[settings] = torch.load(path, weights_only=False)
                 else:

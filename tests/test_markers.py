@@ -9,7 +9,6 @@ Collection only: one subprocess collects the whole suite, then once per stage wi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,7 @@ from functools import cache
 
 import pytest
 
+from tests._shared import locked, run_folder
 from tests.conftest import PAGE_FIXTURES, REAL_WEIGHTS_FIXTURES, ROOT, SERVER_FIXTURES, STAGES
 
 pytestmark = pytest.mark.unit
@@ -71,13 +71,9 @@ def collected(tmp: str) -> dict:
 def runs(tmp_path_factory):
     """The collections, made once per test run: under pytest-xdist the workers share them through
     the run's temporary folder (the first to ask collects while another waits on the lock)."""
-    import fcntl
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent
+    shared = run_folder(tmp_path_factory)
     folder = shared / "markers"
-    with open(shared / "markers.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with locked(shared / "markers.lock"):
         if not (folder / "collected.json").exists():
             folder.mkdir(exist_ok=True)
             collected(str(folder))

@@ -17,6 +17,7 @@ from course.notices import train as N
 from lesson_model import training as T
 from server.training_queue import CANCELLED, DONE, QUEUED, RUNNING, shared_queue
 from tests._apptest import charts, errors, text_of
+from tests.test_training_jobs import wait_until
 
 SHORT = {"steps": "100", "layers": "1", "seed": "4242"}      # the shortest training the limits allow
 
@@ -188,15 +189,6 @@ def fake_queue(monkeypatch):
     gate.set()
     for q in queues:
         q.close()
-
-
-def wait_until(predicate, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return False
 
 
 def test_a_job_dropped_while_the_page_was_away(open_page, no_big_model, fake_queue):

@@ -101,7 +101,8 @@ def make_queue():
         q.close()
 
 
-def wait_until(predicate, timeout=5.0):
+def wait_until(predicate, timeout=10.0):
+    """True once ``predicate()`` holds (polled), False after ``timeout`` s (a busy machine is slow)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

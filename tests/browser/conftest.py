@@ -2,21 +2,12 @@
 workers, and one headless Chromium per worker (a test that needs a fresh server, or one of its
 own, starts it itself: tools/browser.py)."""
 
-import fcntl
 import json
-import os
-from contextlib import contextmanager
 
 import pytest
 
+from tests._shared import locked, run_folder
 from tools import browser as harness
-
-
-@contextmanager
-def _locked(path):
-    with open(path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 @pytest.fixture(scope="session")
@@ -25,11 +16,9 @@ def base_url(tmp_path_factory):
     is computed once: the first worker to ask starts it (detached, so it outlives that worker)
     and notes its pid, address and users in the run's temporary folder; the last user to finish
     stops it."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent                  # pytest-N/popen-gwK -> pytest-N, the same for every worker
+    shared = run_folder(tmp_path_factory)
     state_path, lock_path = shared / "browser-server.json", shared / "browser-server.lock"
-    with _locked(lock_path):
+    with locked(lock_path):
         state = json.loads(state_path.read_text()) if state_path.exists() else None
         if state is None or harness.is_gone(state["pid"]):
             proc, base = harness.start_server(detached=True)
@@ -37,7 +26,7 @@ def base_url(tmp_path_factory):
         state["users"] += 1
         state_path.write_text(json.dumps(state))
     yield state["base"]
-    with _locked(lock_path):
+    with locked(lock_path):
         state = json.loads(state_path.read_text())
         state["users"] -= 1
         if state["users"] > 0:

@@ -64,6 +64,24 @@ def open_class_panel(page, lang: str) -> None:
         summary.click()
 
 
+def open_home_with_class_panel(context, base: str):
+    """A new tab of ``context`` on home (English), drawn, its class panel open."""
+    page = context.new_page()
+    page.set_default_timeout(240_000)
+    page.goto(harness.page_url(base, "home", lang="en"))
+    harness.wait_until_drawn(page)
+    open_class_panel(page, "en")
+    return page
+
+
+def start_class(context, base: str):
+    """The teacher's tab: home, "Start a class"; returns (the tab, the join link it shows)."""
+    teacher = open_home_with_class_panel(context, base)
+    teacher_run(teacher, lambda: button(teacher, "class_start").click())
+    link = teacher.locator("[data-testid='stSidebar'] [data-testid='stCode']").first.inner_text().strip()
+    return teacher, link
+
+
 def button(page, key: str):
     return page.locator(f".st-key-{key} button >> visible=true").first
 
@@ -176,13 +194,7 @@ def test_five_students_follow_one_teacher(browser):
         try:
             tcontext = browser.new_context(viewport=harness.VIEWPORT, locale="en-US")
             contexts.append(tcontext)
-            teacher = tcontext.new_page()
-            teacher.set_default_timeout(240_000)
-            teacher.goto(harness.page_url(base, "home", lang="en"))
-            harness.wait_until_drawn(teacher)
-            open_class_panel(teacher, "en")
-            teacher_run(teacher, lambda: button(teacher, "class_start").click())
-            link = teacher.locator("[data-testid='stSidebar'] [data-testid='stCode']").first.inner_text().strip()
+            teacher, link = start_class(tcontext, base)
             code = query_code = parse_qs(urlparse(link).query)["class"][0]
             assert link.startswith(base) and len(code) == 6, link
             assert teacher.locator("[data-testid='stSidebar'] [data-testid='stImage'] img").count() >= 1   # the QR code
@@ -295,15 +307,9 @@ def test_the_teacher_reloads_or_comes_back_after_the_session_is_gone_and_keeps_t
         scontext = browser.new_context(viewport=harness.VIEWPORT, locale="en-US")
         other = browser.new_context(viewport=harness.VIEWPORT, locale="en-US")
         try:
-            teacher = tcontext.new_page()
-            teacher.set_default_timeout(240_000)
-            teacher.goto(harness.page_url(base, "home", lang="en"))
-            harness.wait_until_drawn(teacher)
-            open_class_panel(teacher, "en")
-            teacher_run(teacher, lambda: button(teacher, "class_start").click())
+            teacher, link = start_class(tcontext, base)
             code = teaching_code(teacher)
             assert code and len(code) == 6
-            link = teacher.locator("[data-testid='stSidebar'] [data-testid='stCode']").first.inner_text().strip()
             assert link.endswith(f"/?class={code}")
             student = scontext.new_page()
             student.set_default_timeout(240_000)
@@ -326,18 +332,11 @@ def test_the_teacher_reloads_or_comes_back_after_the_session_is_gone_and_keeps_t
 
             teacher.close()                                  # the laptop sleeps: the session is dropped
             time.sleep(3 * TTL_S)
-            teacher = tcontext.new_page()
-            teacher.set_default_timeout(240_000)
-            teacher.goto(harness.page_url(base, "home", lang="en"))
-            harness.wait_until_drawn(teacher)
-            open_class_panel(teacher, "en")
+            teacher = open_home_with_class_panel(tcontext, base)
             assert teaching_code(teacher) == code, "a new tab after the session was dropped teaches the class"
             teacher_goes_to(teacher, "tokens")
 
-            stranger = other.new_page()
-            stranger.goto(harness.page_url(base, "home", lang="en"))
-            harness.wait_until_drawn(stranger)
-            open_class_panel(stranger, "en")
+            stranger = open_home_with_class_panel(other, base)
             assert teaching_code(stranger) is None
             for page in (teacher, student, stranger):
                 no_exception(page)
