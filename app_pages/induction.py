@@ -105,7 +105,7 @@ def render() -> None:
     ranked = I.top_k_heads(exp.scores, cfg.n_layers * cfg.n_heads)
     best = ranked[:cache.TOP_SHOWN]
     with figure_area:
-        example = exp.tokens[0].tolist()
+        example = exp.copies[0].tolist()          # the two copies (after <bos> on a model with one)
         st.markdown(page.t("example_seq", n=seq_len, first=code_span(" ".join(label(lm.token_text(i), 10)
                                                                             for i in example[:8])),
                            more=seq_len - 8))

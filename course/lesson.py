@@ -25,7 +25,6 @@ from course import i18n, state
 from course.i18n import t
 from course.model import get_model, model_tag
 from course.text import md_escape, shorten
-from course.tokens import capped
 from server.models import CachedRun, cached_run
 
 
@@ -62,7 +61,9 @@ class Lesson:
 
     def tokens(self, lm, cap: int) -> list:
         """The shared prompt's tokens, at most ``cap`` of them (with a visible notice when
-        cut: the last ``cap``, so the page continues from the end of the text). An empty prompt shows a friendly hint with the Try-this prompts and stops the page."""
+        cut: LessonModel.cut keeps the model's <bos> and the last tokens after it, so the page
+        continues from the end of the text and the model reads what it always reads first).
+        An empty prompt shows a friendly hint with the Try-this prompts and stops the page."""
         text = state.prompt()
         if not text.strip():
             st.info(t("lesson.empty_prompt"), icon=":material/edit_note:")
@@ -70,9 +71,11 @@ class Lesson:
             st.stop()
         tokens = lm.tokenize(text)
         self.prompt_tokens = len(tokens)       # before the cut: pages say how long the whole prompt is
-        kept, cut = capped(tokens, cap)
+        self.prompt_added = sum(1 for tok in tokens if tok.added)   # put there by the tokenizer (<bos>), not by the text
+        kept, cut = lm.cut(tokens, cap)
         if cut:
-            st.warning(t("lesson.prompt_cut", n=len(tokens), cap=cap), icon=":material/content_cut:")
+            key, last = ("lesson.prompt_cut_bos", cap - 1) if lm.bos_id is not None else ("lesson.prompt_cut", cap)
+            st.warning(t(key, n=len(tokens), cap=cap, last=last), icon=":material/content_cut:")
         return kept
 
     def run(self, lm, tokens: Sequence, names: Iterable[str] = (), *, all_logits: bool = False,

@@ -167,11 +167,3 @@ def sequence_texts(lm, context: Sequence, ids: Sequence[int]) -> list[str]:
     new = lm.tokenizer.tokens([int(i) for i in ids])
     tail = list(context[-3:])
     return readable_texts(tail + new)[len(tail):]
-
-
-def capped(tokens: list, cap: int) -> tuple[list, bool]:
-    """At most ``cap`` of ``tokens`` and whether any were cut: the last ``cap``, so a lesson
-    continues from the end of the learner's text (Lesson.tokens says so on the page)."""
-    if len(tokens) <= cap:
-        return tokens, False
-    return tokens[-cap:], True

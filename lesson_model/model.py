@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -135,8 +135,53 @@ class LessonModel:
         """The model's chat template rendered as text, special tokens included."""
         return self.tokenizer.render_chat(messages, add_generation_prompt)
 
-    def to_ids(self, x) -> torch.Tensor:
-        """A string, a list of ids or a [batch, pos] LongTensor -> LongTensor [batch, pos] on the model's device."""
+    # ------------------------------------------------------------------ the one rule for inputs
+    #
+    # Every input this model reads begins with its beginning-of-sequence token when it has one
+    # (Gemma's <bos>; SmolLM2 has none), whoever builds it: the tokenizer (encode), a cut prompt
+    # (cut), a hand-built list of ids (with_bos). to_ids refuses a fresh input without it, so a
+    # path that forgets it fails loudly instead of reporting numbers about an input the model
+    # never gets (Gemma without <bos> copies far worse and has no attention sink).
+
+    @property
+    def bos_id(self) -> int | None:
+        """The id every input of this model begins with, or None when the model has none."""
+        return self.tokenizer.bos_id
+
+    def with_bos(self, ids: Sequence[int]) -> list[int]:
+        """``ids`` as the model reads them: the model's <bos> first (added when missing)."""
+        ids = [int(i) for i in ids]
+        if self.bos_id is not None and (not ids or ids[0] != self.bos_id):
+            return [self.bos_id] + ids
+        return ids
+
+    def cut(self, items: Sequence, cap: int) -> tuple[list, bool]:
+        """At most ``cap`` of ``items`` (ids or Tokens, as the tokenizer gave them) and whether
+        any were cut. A cut keeps the end of the text, so a lesson continues from where the
+        learner stopped, and keeps the model's <bos> first: <bos> and the last cap - 1 tokens."""
+        items = list(items)
+        if len(items) <= cap:
+            return items, False
+        first = items[0] if isinstance(items[0], int) else items[0].id
+        if self.bos_id is not None and first == self.bos_id:
+            if cap < 2:
+                raise ValueError("a cut that keeps <bos> needs room for at least one more token")
+            return [items[0]] + items[len(items) - (cap - 1):], True
+        return items[-cap:], True
+
+    def check_input(self, ids: torch.Tensor) -> None:
+        """Raise ValueError when an input [batch, pos] that starts a sequence (no KV cache before
+        it) does not begin with the model's <bos> in every row."""
+        if self.bos_id is None or ids.shape[-1] == 0:
+            return
+        if bool((ids[..., 0] != self.bos_id).any()):
+            raise ValueError(f"{self.name}: every input begins with <bos> (id {self.bos_id}); this one "
+                             f"begins with id {int(ids.reshape(-1, ids.shape[-1])[0, 0])} (LessonModel.with_bos)")
+
+    def to_ids(self, x, continues: bool = False) -> torch.Tensor:
+        """A string, a list of ids or a [batch, pos] LongTensor -> LongTensor [batch, pos] on the model's device.
+        Unless ``continues`` (the ids follow tokens a KV cache holds), the input must begin with
+        the model's <bos> (check_input)."""
         if isinstance(x, str):
             ids = torch.tensor([self.encode(x)], dtype=torch.long)
         elif isinstance(x, torch.Tensor):
@@ -149,6 +194,8 @@ class LessonModel:
             raise ValueError(f"{ids.shape[-1]} tokens is more than the model's context of {self.cfg.max_position}")
         if int(ids.min()) < 0 or int(ids.max()) >= self.cfg.vocab_size:
             raise ValueError("token id out of the vocabulary's range")
+        if not continues:
+            self.check_input(ids)
         return ids.to(self.device)
 
     # ------------------------------------------------------------------ forward passes
@@ -177,7 +224,7 @@ class LessonModel:
         unknown = (wanted | set(hooks)) - self._hook_name_set
         if unknown:
             raise KeyError(f"unknown hook point(s): {sorted(unknown)[:5]}")
-        ids = self.to_ids(x)
+        ids = self.to_ids(x, continues=kv_cache is not None and len(kv_cache) > 0)
         if kv_cache is not None and len(kv_cache) + ids.shape[-1] > self.cfg.max_position:
             raise ValueError(f"{len(kv_cache) + ids.shape[-1]} tokens is more than the model's context of {self.cfg.max_position}")
 

@@ -145,7 +145,8 @@ def test_gemma_induction_experiment(gemma):
     """Gemma 3 270M: 18 layers x 4 heads scored; random tokens avoid its 6,000+ special ids
     (<unusedN>, ...); the best heads copy, and zeroing them hurts more than random heads."""
     t = I.random_repeated_tokens(gemma, seq_len=12, n_seqs=3, seed=2)
-    assert not set(t.flatten().tolist()) & gemma.tokenizer.special_ids
+    assert t.shape == (3, 25) and bool((t[:, 0] == gemma.bos_id).all())      # <bos> first, as every input
+    assert not set(t[:, 1:].flatten().tolist()) & gemma.tokenizer.special_ids
     e = I.induction_experiment(gemma, seq_len=SEQ, n_seqs=N, seed=1, n_examples=2, batch=3)
     assert e.scores.shape == (gemma.cfg.n_layers, gemma.cfg.n_heads)
     best = I.top_k_heads(e.scores, 3)

@@ -17,13 +17,12 @@ from collections.abc import Callable
 
 from course import i18n, nav
 from course.model import MODEL_TAGS
-from course.tokens import capped
 
 
 def default_tokens(lm, lang: str, cap: int | None = None) -> list:
     """The tokens a lesson runs on ``lang``'s default prompt, cut to ``cap`` as Lesson.tokens cuts it."""
     tokens = lm.tokenize(i18n.catalog(lang)["prompt.default"])
-    return capped(tokens, cap)[0] if cap is not None else tokens
+    return lm.cut(tokens, cap)[0] if cap is not None else tokens
 
 
 def lesson_t(page: str, lm, lang: str) -> Callable[..., str]:

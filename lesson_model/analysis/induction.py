@@ -23,8 +23,9 @@ from .lens import chunk_rows
 
 
 def random_repeated_tokens(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0) -> torch.Tensor:
-    """[n_seqs, 2 * seq_len]: each row is seq_len random tokens followed by the same tokens
-    again. Tokens are drawn from the vocabulary without special tokens, without repeats
+    """[n_seqs, start + 2 * seq_len]: each row is the model's <bos> when it has one (start = 1,
+    as every input the model reads begins: LessonModel.with_bos), then seq_len random tokens,
+    then the same tokens again. Tokens are drawn from the vocabulary without special tokens, without repeats
     inside a sequence (so each token of the second copy has exactly one earlier
     occurrence), with a seeded CPU generator (same seed, same tokens on every machine)."""
     if seq_len < 2 or n_seqs < 1:
@@ -36,20 +37,27 @@ def random_repeated_tokens(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 
     generator = torch.Generator().manual_seed(int(seed))
     rows = [allowed[torch.randperm(len(allowed), generator=generator)[:seq_len]] for _ in range(n_seqs)]
     first = torch.stack(rows)                                          # [n_seqs, seq_len]
-    return torch.cat([first, first], dim=1)                            # [n_seqs, 2 * seq_len]
+    bos = [] if lm.bos_id is None else [torch.full((n_seqs, 1), lm.bos_id, dtype=first.dtype)]
+    return torch.cat([*bos, first, first], dim=1)                      # [n_seqs, start + 2 * seq_len]
 
 
-def second_copy_positions(seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """(queries, keys) of the induction stripe: query seq_len + i (a token of the second
-    copy) and key i + 1 (the token right after that token's first occurrence), i in
+def copies_start(lm) -> int:
+    """Positions before the first copy in random_repeated_tokens: 1 for the model's <bos>, else 0."""
+    return 0 if lm.bos_id is None else 1
+
+
+def second_copy_positions(seq_len: int, start: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(queries, keys) of the induction stripe, counted from the first copy's first token
+    (``start``: positions before it, the model's <bos>): query seq_len + i (a token of the
+    second copy) and key i + 1 (the token right after that token's first occurrence), i in
     0..seq_len-1. The stripe is the diagonal q - k = seq_len - 1."""
     i = torch.arange(seq_len)
-    return seq_len + i, i + 1
+    return start + seq_len + i, start + i + 1
 
 
-def induction_score_grid(patterns: torch.Tensor, seq_len: int) -> torch.Tensor:
-    """patterns [..., 2*seq_len, 2*seq_len] -> [...]: mean attention on the stripe."""
-    queries, keys = second_copy_positions(seq_len)
+def induction_score_grid(patterns: torch.Tensor, seq_len: int, start: int = 0) -> torch.Tensor:
+    """patterns [..., start + 2*seq_len, start + 2*seq_len] -> [...]: mean attention on the stripe."""
+    queries, keys = second_copy_positions(seq_len, start)
     return patterns[..., queries, keys].mean(-1)
 
 
@@ -69,13 +77,19 @@ def _next_token_loss(logits: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 class InductionExperiment:
     seq_len: int
     seed: int
-    tokens: torch.Tensor          # [n_seqs, 2*seq_len]
+    tokens: torch.Tensor          # [n_seqs, start + 2*seq_len]: what the model read (<bos> first on a model with one)
     scores: torch.Tensor          # [n_layers, n_heads] mean attention on the induction stripe
     loss_first: torch.Tensor      # [seq_len - 1] mean loss predicting token i of the first copy, i = 1..seq_len-1
     loss_second: torch.Tensor     # [seq_len - 1] the same token i, in the second copy
-    example_patterns: dict        # {(layer, head): [2*seq_len, 2*seq_len]} of sequence 0, for the top heads
+    example_patterns: dict        # {(layer, head): [2*seq_len, 2*seq_len]} of sequence 0, for the top heads (the copies' positions)
     top1_first: float = float("nan")    # share of the first copy's tokens 1..L-1 that are the model's top guess
     top1_second: float = float("nan")   # the same on the second copy
+    start: int = 0                # positions before the first copy (1: the model's <bos>)
+
+    @property
+    def copies(self) -> torch.Tensor:
+        """[n_seqs, 2*seq_len]: the two copies, without what comes before them."""
+        return self.tokens[:, self.start:]
 
     @property
     def mean_loss_first(self) -> float:
@@ -100,18 +114,19 @@ def induction_experiment(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
     ``batch``: sequences per forward pass (default: sequences_per_pass)."""
     cfg = lm.cfg
     batch = batch or sequences_per_pass(lm, seq_len)
-    tokens = random_repeated_tokens(lm, seq_len, n_seqs, seed)         # [n_seqs, 2L]
+    tokens = random_repeated_tokens(lm, seq_len, n_seqs, seed)         # [n_seqs, s + 2L]
+    s = copies_start(lm)
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in range(cfg.n_layers)]
     score_sum = torch.zeros(cfg.n_layers, cfg.n_heads)
     losses, hits, first_patterns = [], [], None
     for part in _chunks(n_seqs, batch):
         run = lm.run(tokens[part], names=names)
-        patterns = torch.stack([run.cache[name].float() for name in names], dim=1)   # [b, L, H, 2L, 2L]
-        score_sum += induction_score_grid(patterns, seq_len).sum(0)    # [L, H]
+        patterns = torch.stack([run.cache[name].float() for name in names], dim=1)   # [b, L, H, s+2L, s+2L]
+        score_sum += induction_score_grid(patterns, seq_len, s).sum(0)  # [L, H]
         if first_patterns is None:
-            first_patterns = patterns[0].clone()                       # [L, H, 2L, 2L]
-        losses.append(_next_token_loss(run.logits, tokens[part]))      # [b, 2L-1]
-        hits.append((run.logits[:, :-1].argmax(-1) == tokens[part][:, 1:]).float())   # [b, 2L-1] top guess right
+            first_patterns = patterns[0, :, :, s:, s:].clone()         # [L, H, 2L, 2L] the copies
+        losses.append(_next_token_loss(run.logits, tokens[part])[:, s:])   # [b, 2L-1] from the first copy's token 0
+        hits.append((run.logits[:, s:-1].argmax(-1) == tokens[part][:, s + 1:]).float())   # [b, 2L-1] top guess right
         del run, patterns
     scores = score_sum / n_seqs
     loss = torch.cat(losses).mean(0)                                   # [2L-1]; loss[p] predicts token p+1
@@ -123,7 +138,7 @@ def induction_experiment(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0,
     hit = torch.cat(hits)                                              # [n_seqs, 2L-1]
     return InductionExperiment(seq_len, seed, tokens, scores, loss_first, loss_second, examples,
                                top1_first=float(hit[:, 0:seq_len - 1].mean()),
-                               top1_second=float(hit[:, seq_len:2 * seq_len - 1].mean()))
+                               top1_second=float(hit[:, seq_len:2 * seq_len - 1].mean()), start=s)
 
 
 def induction_scores(lm, seq_len: int = 50, n_seqs: int = 10, seed: int = 0) -> torch.Tensor:
@@ -168,14 +183,16 @@ def zero_heads_hooks(heads) -> dict:
 
 def second_copy_loss(lm, tokens: torch.Tensor, heads=(), batch: int | None = None) -> float:
     """Mean loss (nats) predicting the second copy's tokens 1..L-1 of each sequence in
-    ``tokens`` [n_seqs, 2L], with the given heads zeroed (none: the intact model)."""
-    seq_len = tokens.shape[1] // 2
+    ``tokens`` [n_seqs, start + 2L] (random_repeated_tokens), with the given heads zeroed
+    (none: the intact model)."""
+    s = copies_start(lm)
+    seq_len = (tokens.shape[1] - s) // 2
     batch = batch or sequences_per_pass(lm, seq_len)
     hooks = zero_heads_hooks(heads)
     total, count = 0.0, 0
     for part in _chunks(tokens.shape[0], batch):
         run = lm.run(tokens[part], names=[], hooks=hooks)
-        loss = _next_token_loss(run.logits, tokens[part])[:, seq_len:]   # [b, L-1]
+        loss = _next_token_loss(run.logits, tokens[part])[:, s + seq_len:]   # [b, L-1]
         total += float(loss.sum())
         count += loss.numel()
     return total / count

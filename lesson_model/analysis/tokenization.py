@@ -486,8 +486,9 @@ def finish_characters(lm, ids: list[int], candidates: list[int], max_extra: int 
 
     decoder = lm.decoder
     cache = KVCache(decoder.cfg.n_layers)
+    prompt = lm.to_ids(list(ids))                       # [1, pos]; begins with <bos> (LessonModel.check_input)
     with torch.inference_mode():
-        decoder(torch.tensor([list(ids)], device=lm.device), Hooks(names=()), kv_cache=cache, last_only=True)
+        decoder(prompt, Hooks(names=()), kv_cache=cache, last_only=True)
         n = len(cache)
         for c in todo:
             cache.crop(n)
