@@ -188,7 +188,8 @@ def render() -> None:
                         largest_factor=largest_factor, act=ACT),
         NO.collapse_notices(rank=rank, d_model=cfg.d_model, quadratic=quadratic, gap_bilinear=check.gap["bilinear"],
                             gap_real=check.gap["real"], doubling=check.doubling["bilinear"], same=pos_b == pos,
-                            a=md_label(texts[pos]), b=md_label(texts[pos_b]), act=ACT),
+                            a=md_label(texts[pos]), b=md_label(texts[pos_b]), act=ACT,
+                            singular=(min(singular), max(singular))),
     ]
     scale_ratio = None
     if n_pos > 1:

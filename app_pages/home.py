@@ -332,7 +332,7 @@ def render() -> None:
                                 top_token=code_span(candidate_label(lm, top_ids[0])),
                                 top_is_piece=is_piece(lm, top_ids[0]), top_p=top_probs[0], top_n=top_n,
                                 covered=sum(top_probs), vocab=cfg.vocab_size, n_tokens=len(tokens),
-                                layers=cfg.n_layers, entropy_bits=entropy_bits))
+                                layers=cfg.n_layers, entropy_bits=entropy_bits, added=page.prompt_added))
     page.try_this()
 
     z = run.last_logits[top_ids[:3]].tolist()

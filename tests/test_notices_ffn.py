@@ -51,6 +51,16 @@ def test_collapse_notices_branches():
     assert keys(collapse(quadratic=False)) == ["notice.collapse"]
 
 
+def test_collapse_squeezed_only_when_full_rank_and_ill_conditioned():
+    """Gemma's layer 15: full rank 640, smallest singular value 1.85e-4 against 2.87: every
+    direction kept, one squeezed. Said only when true (float32's rank tolerance made it "639")."""
+    found = collapse(rank=640, d_model=640, quadratic=False, singular=(1.85e-4, 2.87))
+    assert found == [("notice.collapse", dict(rank=640, d=640)),
+                     ("notice.collapse_squeezed", dict(smallest="0.00018", largest="2.87", ratio="15,514"))]
+    assert keys(collapse(rank=576, quadratic=False, singular=(0.050, 131.9))) == ["notice.collapse"]   # SmolLM2's: 2,600x
+    assert keys(collapse(rank=575, quadratic=False, singular=(1e-9, 3.0))) == ["notice.collapse"]   # a lost one: rank says so
+
+
 def neurons(**changes):
     args = dict(neuron=5, token="`t`", promoted=("`up`", 0.8), push=1.25, total=3.5, pusher=9, scale=2.0, k=12,
                 pred="`p`", layer=26, scale_ratio=1.0)
@@ -101,3 +111,14 @@ def test_every_key_is_in_every_catalog():
                 "notice.best_tiny", "notice.best_tiny_ratio", "notice.params", "notice.massive",
                 "notice.massive_other"}
     assert missing_from_catalogs("ffn", produced) == {}
+
+
+def test_ffn_try2_asks_rather_than_claims():
+    """Try this 2 once said "one neuron can push a whole family of related tokens"; on Gemma the
+    tokens it pushes share a letter, not a meaning. The text asks; the computed detail answers."""
+    from course import i18n
+    for lang in ("en", "zh-Hant", "zh-Hans"):
+        cat = i18n.catalog(lang)
+        for key in ("ffn.try.2.why", "ffn.gemma.try.2.why"):
+            assert cat[key].rstrip().endswith(("?", "？")), (lang, key)
+            assert "whole family" not in cat[key]

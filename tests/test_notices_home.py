@@ -40,3 +40,10 @@ def test_every_key_is_in_every_catalog():
     for lang in ("en", "zh-Hant", "zh-Hans"):
         catalog = i18n.catalog(lang)
         assert [k for k in produced if f"home.{k}" not in catalog] == [], lang
+
+
+def test_tokens_count_says_bos_apart():
+    """Gemma: the tokenizer puts <bos> before the text; the count says so (13 tokens plus <bos>,
+    14 in all, as the tokens page counts), never 14 tokens "made of" the prompt's characters."""
+    assert demo(n_all=14, added=1)[0] == ("notice.tokens_bos", {"chars": "1,234", "n": "13", "total": "14"})
+    assert demo(n_all=14)[0] == ("notice.tokens", {"chars": "1,234", "n": "14"})

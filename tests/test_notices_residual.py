@@ -45,11 +45,33 @@ def test_dla_notice():
     key, fields = N.dla_notice(what="logit of `p`", layer_parts=parts, order=[3, 1, 5], n_layers=3, total=3.14159,
                                mlp=3.25, attn=-2.1, part_label=part_label, lang="en")
     assert key == "notice.dla"
-    assert fields == dict(what="logit of `p`", parts="mlp 0 (+4.25), attn 1 (-2.50), mlp 2 (-1.00)", total="3.14",
-                          mlp="+3.25", attn="-2.10")
+    # The parts that push against the answer are listed apart from those that push for it.
+    assert fields == dict(what="logit of `p`", parts=("dla_parts.mixed", dict(up="mlp 0 (+4.25)",
+                                                                              down="attn 1 (-2.50), mlp 2 (-1.00)")),
+                          total="3.14", mlp="+3.25", attn="-2.10")
     zh = N.dla_notice(what="w", layer_parts=parts, order=[3, 1], n_layers=3, total=0.0, mlp=-0.001, attn=0.0,
                       part_label=part_label, lang="zh-Hant")[1]
-    assert zh["parts"] == "mlp 0（+4.25）、attn 1（-2.50）" and zh["mlp"] == "0.00"
+    assert zh["parts"] == ("dla_parts.mixed", dict(up="mlp 0（+4.25）", down="attn 1（-2.50）")) and zh["mlp"] == "0.00"
+
+
+def test_dla_parts_all_one_way():
+    parts = [0.1, -2.5, 0.3, 4.25, 0.0, -1.0]
+    up = N.dla_parts(layer_parts=parts, order=[3, 2, 0], n_layers=3, part_label=part_label, lang="en")
+    assert up == ("dla_parts.up", dict(up="mlp 0 (+4.25), attn 2 (+0.30), attn 0 (+0.10)"))
+    down = N.dla_parts(layer_parts=parts, order=[1, 5], n_layers=3, part_label=part_label, lang="en")
+    assert down == ("dla_parts.down", dict(down="attn 1 (-2.50), mlp 2 (-1.00)"))
+
+
+def test_dla_wording_says_which_way_each_part_pushes():
+    """The old line called every part of the top three a "contribution" to the answer, those
+    pushing against it included; each language now says which push it up and which down."""
+    from course import i18n
+    for lang in ("en", "zh-Hant", "zh-Hans"):
+        cat = i18n.catalog(lang)
+        for key in ("residual.dla_parts.up", "residual.dla_parts.down", "residual.dla_parts.mixed"):
+            assert key in cat, (lang, key)
+    en = i18n.catalog("en")
+    assert "in size" in en["residual.notice.dla"] and "down" in en["residual.dla_parts.mixed"]
 
 
 def test_head_notice_picks_the_largest_push_either_way():

@@ -133,3 +133,25 @@ def test_queue_note_keys_are_in_every_catalog_with_their_fields():
             key, fields = N.queue_note(position, running, waiting)
             text = catalog[f"train.{key}"].format(**fields)
             assert str(fields["place"]) in text and str(fields["total"]) in text, (lang, text)
+
+
+def test_a_run_stopped_by_time_before_any_head_says_so():
+    """The classic setting's phase change comes late in its 2,000 steps: a run the time limit
+    stopped first must not read as "no head forms with these settings"."""
+    history = [_progress(0, (0.05, 0.05)), _progress(25, (0.1, 0.1), loss_repeat=3.9)]
+    assert keys(_result(history, stopped="time")) == ["time", "none", "time_early"]
+    assert "time_early" not in keys(_result(history))                                  # ran to the end
+    one = T.TrainSettings(n_layers=1, steps=100)
+    assert keys(_result(history, one, stopped="time")) == ["time", "none", "one_layer"]   # one layer never forms one
+
+
+@pytest.mark.parametrize("lang,root", [("en", "square root of a running mean of their squares"),
+                                       ("zh-Hant", "除以梯度平方的移動平均的平方根"),
+                                       ("zh-Hans", "除以梯度平方的滑动平均的平方根")])
+def test_adamw_divides_by_the_square_root(lang, root):
+    """AdamW divides by the square root of the running mean of squared gradients (the page's own
+    formula, m̂ / (√v̂ + ε)), not by the mean itself."""
+    from course import i18n
+    text = " ".join(" ".join(i18n.lesson_sections("train", lang).values()).split())
+    assert root in text
+    assert "by a running mean of their squares" not in text

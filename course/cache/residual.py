@@ -12,7 +12,8 @@ import streamlit as st
 import torch
 
 from course.cache import default_tokens, lesson_t
-from course.i18n import join_list, with_paren
+from course.i18n import with_paren
+from course.notices import residual as NR
 from course.text import num
 from course.tokens import md_label
 from lesson_model.analysis import attribution as A
@@ -141,8 +142,9 @@ def try_detail(model_name: str, lang: str, n: int, _lm=None) -> str:
     dla_n = A.direct_logit_attribution(lm, try_run, answer, -1)
     parts_n = torch.cat([dla_n.attn, dla_n.mlp])
     order_n = torch.argsort(parts_n.abs(), descending=True)[:3].tolist()
-    parts = join_list((with_paren(part_label(t, "attn" if i < cfg.n_layers else "mlp", i % cfg.n_layers),
-                                  num(parts_n[i], "+.2f"), lang) for i in order_n), lang)
+    key, fields = NR.dla_parts(layer_parts=parts_n.tolist(), order=order_n, n_layers=cfg.n_layers,
+                               part_label=lambda kind, layer: part_label(t, kind, layer), lang=lang)
+    parts = t(key, **fields)
     return t("try_detail.lens_embed" if start is not None and start < 0
              else "try_detail.lens_last" if start == cfg.n_layers - 1 else "try_detail.lens",
              answer=md_label(lm.token_text(answer)),

@@ -12,6 +12,7 @@ from course.i18n import big_number
 from course.text import num
 
 Notice = tuple[str, dict]
+SQUEEZED = 1e-4     # smallest / largest singular value below this (condition number over 10,000): a direction kept, but squeezed
 
 
 def negligible(x: float) -> bool:
@@ -43,11 +44,16 @@ def gate_notices(*, layer: int, negative_share: float, activation_min: float, la
 
 
 def collapse_notices(*, rank: int, d_model: int, quadratic: bool, gap_bilinear: float, gap_real: float,
-                     doubling: float, same: bool, a: str, b: str, act: dict) -> list[Notice]:
-    """Without the non-linearity the layer collapses to one matrix (of ``rank``); the check on two
-    tokens ``a`` and ``b`` (``same``: a one-token prompt, the token with itself) when the gated map
-    is quadratic."""
-    out = [("notice.collapse", dict(rank=rank, d=d_model))]
+                     doubling: float, same: bool, a: str, b: str, act: dict,
+                     singular: tuple[float, float] | None = None) -> list[Notice]:
+    """Without the non-linearity the layer collapses to one matrix (of ``rank``; ``singular``: its
+    smallest and largest singular values, which say when a full rank hides a direction squeezed
+    to almost nothing); the check on two tokens ``a`` and ``b`` (``same``: a one-token prompt, the
+    token with itself) when the gated map is quadratic."""
+    out: list[Notice] = [("notice.collapse", dict(rank=rank, d=d_model))]
+    if singular is not None and rank == d_model and singular[0] < SQUEEZED * singular[1]:
+        out.append(("notice.collapse_squeezed", dict(smallest=f"{singular[0]:.2g}", largest=f"{singular[1]:.3g}",
+                                                     ratio=f"{singular[1] / singular[0]:,.0f}")))
     if quadratic and gap_bilinear >= 0.01:
         pair = ("notice.pair_same" if same else "notice.pair", dict(a=a, b=b))
         out.append(("notice.collapse_gated", dict(pair=pair, gap=gap(gap_bilinear), double=f"{doubling:.2f}",

@@ -53,12 +53,28 @@ def echo_notice(*, echo: int, n: int) -> Notice:
             else "notice.echo_all" if echo == n else "notice.echo_some", dict(k=echo, n=n))
 
 
+def dla_parts(*, layer_parts: Sequence[float], order: Sequence[int], n_layers: int, part_label: PartLabel,
+              lang: str | None) -> Notice:
+    """The parts of ``layer_parts`` (every layer's attention, then every layer's MLP) at ``order``
+    (largest |value| first) as a nested notice: those that push the logit up apart from those
+    that push it down, so a part working against the answer is never listed as writing it."""
+    def listed(indices) -> str:
+        return join_list((with_paren(part_label("attn" if i < n_layers else "mlp", i % n_layers),
+                                     num(layer_parts[i], "+.2f"), lang) for i in indices), lang)
+    up = [i for i in order if layer_parts[i] >= 0]
+    down = [i for i in order if layer_parts[i] < 0]
+    if not down:
+        return "dla_parts.up", dict(up=listed(up))
+    if not up:
+        return "dla_parts.down", dict(down=listed(down))
+    return "dla_parts.mixed", dict(up=listed(up), down=listed(down))
+
+
 def dla_notice(*, what: str, layer_parts: Sequence[float], order: Sequence[int], n_layers: int, total: float,
                mlp: float, attn: float, part_label: PartLabel, lang: str | None) -> Notice:
     """Direct logit attribution of ``what``: the three parts of ``layer_parts`` (every layer's
-    attention, then every layer's MLP) at ``order`` (largest |value| first), and the sums."""
-    parts = join_list((with_paren(part_label("attn" if i < n_layers else "mlp", i % n_layers),
-                                  num(layer_parts[i], "+.2f"), lang) for i in order), lang)
+    attention, then every layer's MLP) at ``order`` (largest |value| first; dla_parts), and the sums."""
+    parts = dla_parts(layer_parts=layer_parts, order=order, n_layers=n_layers, part_label=part_label, lang=lang)
     return ("notice.dla", dict(what=what, parts=parts, total=num(total, ".2f"), mlp=num(mlp, "+.2f"),
                                attn=num(attn, "+.2f")))
 

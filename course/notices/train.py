@@ -84,6 +84,8 @@ def observations(result, log_v: float) -> list[tuple[str, dict]]:
                                  guess=nats(log_v))))
         if s.n_layers == 1 and s.random_offset:
             out.append(("one_layer", {}))
+        elif result.stopped == "time":      # cut short: that no head formed says nothing of the setting
+            out.append(("time_early", {}))
     if not s.random_offset and result.shortcut is not None:
         sc = result.shortcut
         first, second, _ = result.checkpoints[-1].repeat if result.checkpoints else (0, 0, 0)
