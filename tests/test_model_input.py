@@ -13,11 +13,11 @@ from lesson_model import speculative as S
 from lesson_model.analysis import induction as I
 from lesson_model.analysis import whatif as WA
 from lesson_model.analysis.tokenization import finish_characters
-from lesson_model.decoder import Decoder
 from lesson_model.generation import generate_steps
 from lesson_model.tokens import TokenizerView
 from lesson_model.whatif import Switches
 from tests._fixtures_model import _tiny_gemma, tiny, tiny_tokenizer_view  # noqa: F401
+from tests._inputs import record_fresh_inputs, without_bos
 
 pytestmark = pytest.mark.unit
 
@@ -41,25 +41,8 @@ def byte_piece(lm) -> int:
 
 @pytest.fixture
 def inputs(monkeypatch):
-    """Every fresh input (no KV cache before it) the decoder's two entries see, as id lists."""
-    seen: list[list[int]] = []
-    forward, partial = Decoder.forward, S.partial_forward
-
-    def record(ids, kv_cache):
-        if kv_cache is None or len(kv_cache) == 0:
-            seen.extend(ids.reshape(-1, ids.shape[-1]).tolist())
-
-    def forward_spy(self, ids, hooks=None, kv_cache=None, **kwargs):
-        record(ids, kv_cache)
-        return forward(self, ids, hooks, kv_cache, **kwargs)
-
-    def partial_spy(decoder, ids, n_layers, kv_cache, **kwargs):
-        record(ids, kv_cache)
-        return partial(decoder, ids, n_layers, kv_cache, **kwargs)
-
-    monkeypatch.setattr(Decoder, "forward", forward_spy)
-    monkeypatch.setattr(S, "partial_forward", partial_spy)
-    return seen
+    """Every fresh input (no KV cache before it) the decoder's two entries see (tests/_inputs.py)."""
+    return record_fresh_inputs(monkeypatch)
 
 
 def test_encode_puts_bos_first_and_with_bos_adds_it_once(with_bos):
@@ -109,7 +92,7 @@ def test_induction_sequences_begin_with_bos(with_bos, inputs):
     for pattern in exp.example_patterns.values():
         assert pattern.shape == (12, 12)                       # the copies' positions
     I.ablate(with_bos, exp.tokens, exp.scores, k=2, seed=0, n_random=1)
-    assert inputs and all(row[0] == with_bos.bos_id for row in inputs)
+    assert inputs and not without_bos(inputs, with_bos)
 
 
 def test_induction_losses_count_from_the_first_copy(with_bos):
@@ -140,5 +123,4 @@ def test_every_path_that_builds_an_input_begins_with_bos(with_bos, inputs):
     kept, _ = with_bos.cut(with_bos.tokenize(TEXT), 5)
     with_bos.run([t.id for t in kept], names=[])
     assert len(inputs) > 8
-    bad = [row[:3] for row in inputs if row[0] != with_bos.bos_id]
-    assert not bad, f"inputs without <bos>: {bad}"
+    assert not without_bos(inputs, with_bos), "an input without <bos>"

@@ -22,6 +22,8 @@ from server.models import run_cache
 from tools import browser as harness
 from tools.protocol import Client
 
+from tests._inputs import record_fresh_inputs, without_bos
+
 WARMED = [page for page in nav.PAGES if page not in nav.NO_MODEL]
 
 
@@ -48,17 +50,20 @@ def test_views_cover_every_lesson_model_and_language_default_models_first(monkey
     *[(page, "en", "smollm2-135m") for page in WARMED],
     *[(page, "zh-Hant", "gemma-3-270m") for page in WARMED],
 ])
-def test_a_warmed_lesson_opens_without_a_forward_pass(open_page, models, page, lang, model):
+def test_a_warmed_lesson_opens_without_a_forward_pass(open_page, models, page, lang, model, monkeypatch):
     """The warm-up computes what the lesson's first view reads: after warm(), opening the lesson
     on that language's default prompt and model runs the model no more (every run it asks for is
     in the shared run cache; its cached analyses are Streamlit's cache_data, filled by the same
-    functions)."""
+    functions). And every input the warm-up and the view gave the model begins with its <bos>
+    (Gemma's; the one rule, LessonModel.with_bos), whichever path built it."""
+    seen = record_fresh_inputs(monkeypatch)
     run_cache().clear()
     cache.warm(page, models[model], lang)
     before = run_cache().computed
     at = open_page(page, lang=lang, model=model)
     assert not at.exception, [e.value for e in at.exception]
     assert run_cache().computed == before, f"{page} ran the model on its first view after the warm-up"
+    assert not without_bos(seen, models[model]), f"{page}: inputs without <bos>"
 
 
 def test_load_progress_moves_forward_through_the_stages():
