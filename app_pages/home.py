@@ -10,7 +10,7 @@ from course.figures import chart as go
 from course.i18n import big_number, join_list, t, with_paren
 from course.lesson import Lesson
 from course.notices import home as N
-from course.text import code_span, html_escape, md_escape
+from course.text import code_span, html_escape, md_escape, width_kind
 from course.tokens import label, readable_texts
 from lesson_model.analysis.tokenization import finish_characters
 from lesson_model.decoder import Decoder
@@ -213,8 +213,15 @@ def is_piece(lm, token_id: int) -> bool:
 
 
 def candidate_label(lm, token_id: int) -> str:
-    """A candidate's plain label; a byte piece ends in "…": its character is not finished."""
-    return label(lm.token_text(token_id)) + ("…" if is_piece(lm, token_id) else "")
+    """A candidate's plain label; a byte piece ends in "…": its character is not finished. In
+    Chinese a half-width mark says so (「?（半形）」), in English a full-width one («？ (full-width)»):
+    the two are different tokens that look alike."""
+    text = lm.token_text(token_id)
+    shown = label(text) + ("…" if is_piece(lm, token_id) else "")
+    kind = width_kind(text)
+    if kind == ("half" if i18n.is_cjk() else "full"):
+        shown = with_paren(shown, t(f"token.{kind}_width"))
+    return shown
 
 
 def candidate_axis(lm, token_ids: list[int]) -> list[str]:
@@ -323,7 +330,7 @@ def render() -> None:
     with controls:
         st.markdown(page.t("demo.append_label"))
         for rank, (token_id, p) in enumerate(zip(top_ids, top_probs)):
-            st.button(f"{md_escape(candidate_label(lm, token_id))}  ({p:.0%})", key=f"append_{rank}",
+            st.button(with_paren(md_escape(candidate_label(lm, token_id)), f"{p:.0%}"), key=f"append_{rank}",
                       on_click=append_token, args=(ids, token_id), width="stretch", icon=":material/add:",
                       help=page.t("demo.append_piece_help") if is_piece(lm, token_id) else None)
 

@@ -62,7 +62,7 @@ def test_bad_url_values_clamp_with_a_note(open_page, lm):
 def test_no_mask_notice_on_the_default_prompts(open_page, models):
     """The default prompts, measured: SmolLM2 4.42 -> 0.49 nats (English), Gemma 5.56 -> 2.68 (Chinese)."""
     for lang, model, word, prompt in (("en", SMOL, "collapses", "The cat sat on the mat because it was tired. The cat"),
-                                      ("zh-Hant", GEMMA, "崩落", "貓坐在墊子上，因為它累了。貓")):
+                                      ("zh-Hant", GEMMA, "崩落", "貓坐在墊子上，因為牠累了。貓")):
         at = open_page("whatif", lang=lang, model=model)       # the language's default prompt
         assert not errors(at)
         lm = models[model]
