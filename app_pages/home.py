@@ -10,7 +10,7 @@ from course.figures import chart as go
 from course.i18n import big_number, join_list, t, with_paren
 from course.lesson import Lesson
 from course.notices import home as N
-from course.text import code_span, html_escape, md_escape, width_kind
+from course.text import code_span, html_escape, md_escape
 from course.tokens import label, readable_texts
 from lesson_model.analysis.tokenization import finish_characters
 from lesson_model.decoder import Decoder
@@ -217,11 +217,7 @@ def candidate_label(lm, token_id: int) -> str:
     Chinese a half-width mark says so (「?（半形）」), in English a full-width one («？ (full-width)»):
     the two are different tokens that look alike."""
     text = lm.token_text(token_id)
-    shown = label(text) + ("…" if is_piece(lm, token_id) else "")
-    kind = width_kind(text)
-    if kind == ("half" if i18n.is_cjk() else "full"):
-        shown = with_paren(shown, t(f"token.{kind}_width"))
-    return shown
+    return i18n.mark_width(label(text) + ("…" if is_piece(lm, token_id) else ""), text)
 
 
 def candidate_axis(lm, token_ids: list[int]) -> list[str]:

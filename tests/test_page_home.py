@@ -241,6 +241,9 @@ def test_width_kind():
     from course.text import width_kind
     assert width_kind("?") == "half" and width_kind("?!") == "half" and width_kind("？") == "full"
     assert width_kind("。") == "full" and width_kind("a?") is None and width_kind("") is None
+    assert i18n.mark_width("?", "?", "zh-Hant") == "?（半形）" and i18n.mark_width("?", "?", "zh-Hans") == "?（半角）"
+    assert i18n.mark_width("？", "？", "en") == "？ (full-width)"
+    assert i18n.mark_width("？", "？", "zh-Hant") == "？" and i18n.mark_width("?", "?", "en") == "?"
 
 
 def test_every_candidate_shown_has_an_append_button(open_page):

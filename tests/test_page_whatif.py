@@ -105,3 +105,12 @@ def test_no_norms_and_zh_hans(open_page):
     assert not errors(at)
     assert "stream_chart" in charts(at)
     assert "NaN" in text_of(at)
+
+
+def test_half_width_candidates_are_marked_in_chinese(open_page):
+    """Review B3: after 天空為什麼是藍色 Gemma's candidates hold both 「？」 and 「?」; the chart
+    names the half-width one, 「?（半形）」, so the two are told apart."""
+    at = open_page("whatif", lang="zh-Hant", model=GEMMA, prompt="天空為什麼是藍色")
+    assert not errors(at)
+    ticks = list(chart(at, "top_chart")["layout"]["yaxis"]["ticktext"])
+    assert "?（半形）" in ticks and "？" in ticks, ticks

@@ -92,8 +92,9 @@ def bold_slips(prose: str) -> list[str]:
     before a space or more punctuation, so 「**實際算一次。**蘋果」 stays open and the old fix,
     「**實際算一次。** 蘋果」, shows a space after 「。」. The mark goes after the bold: 「**實際算一次**。」"""
     parts = prose.split("**")
-    return [f"punctuation inside the end of a bold span: …**{parts[i][-12:]}**…"
-            for i in range(1, len(parts) - 1, 2) if parts[i] and parts[i][-1] in _SENTENCE_END]
+    return [f"punctuation inside the end of a bold span: …**{parts[i][-12:]}**{parts[i + 1][:6]}…"
+            for i in range(1, len(parts) - 1, 2)
+            if parts[i] and parts[i][-1] in _SENTENCE_END and parts[i + 1][:1] not in ("", "\n")]
 
 
 def problems(text: str, lang: str) -> list[str]:
@@ -145,7 +146,7 @@ def test_the_checker_catches_the_reviewed_slips(text, lang):
     ("約 1.35 億個參數", "zh-Hant"), ("- 第一項\n- 第二項", "zh-Hant"),
     ("**實際算一次**。蘋果的編號", "zh-Hant"), ("分詞器是 **SentencePiece 式的 BPE**", "zh-Hant"),
     ("貓坐在墊子上，因為牠累了。", "zh-Hant"), ("猫坐在垫子上，因为它累了。", "zh-Hans"), ("都是前一個的十倍", "zh-Hant"),
-    ("**粗體**：說明", "zh-Hant"), ("獎盃放不進箱子，因為它太大了。", "zh-Hant"),
+    ("**粗體**：說明", "zh-Hant"), ("**一整行的標題？**", "zh-Hans"), ("獎盃放不進箱子，因為它太大了。", "zh-Hant"),
 ])
 def test_the_checker_passes_good_text(text, lang):
     assert not problems(text, lang)
@@ -159,3 +160,11 @@ def test_the_checker_passes_good_text(text, lang):
 ])
 def test_line_joining(source, rendered):
     assert i18n._CJK_BREAK.sub("", source) == rendered
+
+
+@pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
+def test_no_closing_punctuation_after_a_formula_in_the_last_position_section(lang):
+    """Review B13: 「（$d_{model} \\times V$，」 put 「，」 at a line start at 1024 px (a line may
+    break between a formula and the text after it). The sentence now goes on after the formula."""
+    text = i18n.lesson_sections("sampling", lang)["last"]
+    assert not re.search(r"\$[，。、；：！？）」]", text), text
