@@ -8,7 +8,7 @@ import torch
 from course import i18n
 from course.figures.embeddings import ANALOGIES, CHINESE_ANALOGIES, CHINESE_GROUPS, CHINESE_MAPS, GROUPS, MAPS, chinese_words
 from lesson_model.analysis import embeddings as E
-from tests._apptest import arr, chart, says
+from tests._apptest import arr, chart, says, text_of
 
 CHINESE = "狗咬人。人咬狗。"
 EMOJI = "I love 🍕 and 🐱"
@@ -73,6 +73,11 @@ def test_gemma_analogies_and_map_in_chinese_come_from_the_table(open_page, model
     p = E.pca(gemma.decoder.W_E.detach().cpu()[ids], 2)
     xs = [x for trace in data for x in arr(trace["x"]).tolist()]
     assert xs == pytest.approx(p.coords[:, 0].tolist(), abs=1e-4)
+    # What to notice says what PC1 does with these groups (it may or may not split them).
+    from course.notices import embeddings as NE
+    (key, fields), = NE.map_notice(which="capitals", explained=p.explained.tolist(), pc1=p.coords[:, 0].tolist(),
+                                   n_countries=len(CHINESE_GROUPS[lang]["countries"]), dims=2, n=len(words), d=640)
+    assert cat[f"embeddings.{key}"].format(**fields) in text_of(at)
     # A preset button fills the boxes with Chinese words, and the chart is that analogy's.
     n = len(CHINESE_ANALOGIES[lang]) - 1
     at.button(key=f"analogy_{n}").click().run()
