@@ -12,7 +12,7 @@ import torch
 
 from course import i18n, state, theme
 from course.cache import embeddings as cache
-from course.figures.embeddings import ANALOGIES, GROUPS, MAPS, bar_figure, cosine_heatmap, map_figure, strip_figure
+from course.figures.embeddings import bar_figure, cosine_heatmap, map_figure, strip_figure
 from course.lesson import Lesson
 from course.notices import embeddings as N
 from course.text import code_span, md_escape
@@ -118,6 +118,9 @@ def render() -> None:
     st.subheader(page.t("ana.title"), anchor=False)
     page.prose("analogy")
 
+    words = cache.words(lm, i18n.current_lang())            # Chinese words on Gemma in Chinese
+    ANALOGIES, GROUPS, MAPS = words.analogies, words.groups, words.maps
+
     def pick(example: tuple[str, str, str, str]) -> None:
         for key, value in zip(("a", "b", "c", "expect"), example):
             state.set_value(key, value)
@@ -187,7 +190,7 @@ def render() -> None:
     else:
         map_words, map_groups = [], []
         for g in MAPS[which]:
-            map_words += [" " + w for w in GROUPS[g]]
+            map_words += [words.prefix + w for w in GROUPS[g]]
             map_groups += [g] * len(GROUPS[g])
         map_ids = [E.token_id_of(lm, w) for w in map_words]
     projection = E.pca(W_E[map_ids].float().cpu(), dims) if len(map_ids) >= 2 else None
@@ -198,7 +201,7 @@ def render() -> None:
             pairs = []
             if which == "capitals":
                 n_c = len(GROUPS["countries"])
-                pairs = [(i, n_c + i) for i in range(n_c)]
+                pairs = [(i, n_c + i) for i in range(min(n_c, len(GROUPS["capitals"])))]
             got = projection.coords.shape[1]
             axis_key = "map.axis_short" if dims == 3 else "map.axis"
             axis_titles = [page.t(axis_key, n=i + 1, pct=f"{float(projection.explained[i]):.0%}") for i in range(got)]

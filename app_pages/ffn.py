@@ -7,7 +7,7 @@ import torch
 from course import state, theme
 from course.cache import ffn as cache
 from course.figures import ffn as F
-from course.i18n import big_number, current_lang, join_sentences
+from course.i18n import big_number, current_lang, is_cjk, join_sentences
 from course.lesson import Lesson
 from course.notices import ffn as NO
 from course.text import html_escape
@@ -41,8 +41,10 @@ def render() -> None:
     mine = P.model_breakdown(lm)
     gpt3 = P.count_params(P.PRESETS["gpt3-175b"])
 
+    BIG = 1e8 if is_cjk() else 1e9           # unit.b: 億 / 亿 in Chinese, billions (B) in English
+
     def billions(n: int) -> str:
-        return page.t("unit.b", n=f"{n / 1e9:.2f}")
+        return page.t("unit.b", n=f"{n / BIG:.2f}")
 
     # --- 1. the shape of the MLP ---------------------------------------------------------------
     st.subheader(page.t("shape_title"), anchor=False)
@@ -174,10 +176,10 @@ def render() -> None:
         m1.metric(page.t("moe.total_metric"), billions(moe.total))
         m2.metric(page.t("moe.active_metric"), billions(moe.active))
         m3.metric(page.t("moe.share"), f"{moe.active / moe.total:.0%}")
-        theme.plot(F.moe_figure(page.t, parts_total, parts_active), key="moe_chart", height=400)
+        theme.plot(F.moe_figure(page.t, parts_total, parts_active, BIG), key="moe_chart", height=400)
         st.caption(page.t("moe.caption", d=mixtral.d_model, f=mixtral.d_ff, layers=L, expert=f"{expert_size:,}",
-                          published_total=f"{P.PUBLISHED_TOTALS['mixtral-8x7b'] / 1e9:.1f}",
-                          published_active=f"{P.PUBLISHED_ACTIVE['mixtral-8x7b'] / 1e9:.1f}"))
+                          published_total=page.t("unit.b", n=f"{P.PUBLISHED_TOTALS['mixtral-8x7b'] / BIG:.1f}"),
+                          published_active=page.t("unit.b", n=f"{P.PUBLISHED_ACTIVE['mixtral-8x7b'] / BIG:.1f}")))
 
     # --- what to notice ------------------------------------------------------------------------
     lang = current_lang()
@@ -226,8 +228,8 @@ def render() -> None:
     sig = act0 / g0 if g0 != 0 else 0.5                                     # sigma(g) for SiLU, Phi~(g) for GELU-tanh
     page.math(page.t("math_example", token=token_md, layer=layer, n=n0, g=f"{g0:.3f}", sig=f"{sig:.3f}",
                      silu=f"{act0:.3f}", u=f"{u0:.3f}", post=f"{act0 * u0:.3f}", real=f"{float(post[pos, n0]):.3f}",
-                     shared=f"{(moe.total - L * moe.per_layer['mlp']) / 1e9:.2f}", expert=f"{L * expert_size / 1e9:.3f}",
-                     total=f"{moe.total / 1e9:.2f}", active=f"{moe.active / 1e9:.2f}", e=experts, k=active))
+                     shared=f"{(moe.total - L * moe.per_layer['mlp']) / BIG:.2f}", expert=f"{L * expert_size / BIG:.3f}",
+                     total=f"{moe.total / BIG:.2f}", active=f"{moe.active / BIG:.2f}", e=experts, k=active))
     page.code(MLP.forward, N.neuron_top_activations, N.neuron_logit_effect, N.linear_collapse, N.nonlinearity_check,
               P.count_params, P.model_breakdown)
 

@@ -213,8 +213,11 @@ def is_piece(lm, token_id: int) -> bool:
 
 
 def candidate_label(lm, token_id: int) -> str:
-    """A candidate's plain label; a byte piece ends in "…": its character is not finished."""
-    return label(lm.token_text(token_id)) + ("…" if is_piece(lm, token_id) else "")
+    """A candidate's plain label; a byte piece ends in "…": its character is not finished. In
+    Chinese a half-width mark says so (「?（半形）」), in English a full-width one («？ (full-width)»):
+    the two are different tokens that look alike."""
+    text = lm.token_text(token_id)
+    return i18n.mark_width(label(text) + ("…" if is_piece(lm, token_id) else ""), text)
 
 
 def candidate_axis(lm, token_ids: list[int]) -> list[str]:
@@ -323,7 +326,7 @@ def render() -> None:
     with controls:
         st.markdown(page.t("demo.append_label"))
         for rank, (token_id, p) in enumerate(zip(top_ids, top_probs)):
-            st.button(f"{md_escape(candidate_label(lm, token_id))}  ({p:.0%})", key=f"append_{rank}",
+            st.button(with_paren(md_escape(candidate_label(lm, token_id)), f"{p:.0%}"), key=f"append_{rank}",
                       on_click=append_token, args=(ids, token_id), width="stretch", icon=":material/add:",
                       help=page.t("demo.append_piece_help") if is_piece(lm, token_id) else None)
 

@@ -174,6 +174,11 @@ def render() -> None:
         N.ablation_notices(k=k, baseline=ab.baseline, top_loss=ab.top_loss, random_mean=ab.random_mean),
     ]
     if site is not None:
+        probs_now = run.logits[0, site.query].float().softmax(-1)
+        occurrences = N.occurrence_notices(ids=run.ids, query=site.query, targets=site.targets,
+                                           probs=[float(probs_now[run.ids[t]]) for t in site.targets], label=md_tok)
+        if occurrences:             # A occurred more than once before: which one the text matches longest
+            found.append(occurrences)
         flat = site.grid.flatten()
         i = int(flat.argmax())
         found.append(N.site_notices(site=(site.query, site.targets[-1]), layer=i // cfg.n_heads, head=i % cfg.n_heads,

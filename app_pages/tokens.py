@@ -12,6 +12,7 @@ from course.cache import tokens as cache
 from course.figures.tokens import (
     CHAR_LIMIT,
     PARALLEL,
+    PARTS,
     char_code,
     chips_markdown,
     cost_figure,
@@ -115,7 +116,8 @@ def render() -> None:
     page.prose("cost")
     series = [page.t("cost.series_en"), page.t("cost.series_hant"), page.t("cost.series_hans")]
     parallel = [[T.text_counts(lm, s) for s in row] for row in PARALLEL]
-    theme.plot(cost_figure([(row[0], [c.tokens for c in cs]) for row, cs in zip(PARALLEL, parallel)], series,
+    shown = {"zh-Hant": 1, "zh-Hans": 2}.get(i18n.current_lang(), 0)     # each row named in the page's own language
+    theme.plot(cost_figure([(row[shown], [c.tokens for c in cs]) for row, cs in zip(PARALLEL, parallel)], series,
                            page.t("cost.chart_title"), page.t("cost.x"),
                            [[page.t("cost.hover", text=html_escape(s), chars=c.chars) for s, c in zip(row, cs)]
                             for row, cs in zip(PARALLEL, parallel)]),
@@ -152,6 +154,24 @@ def render() -> None:
                                ids=i18n.join_list(str(tok.id) for tok in pieces)))
             st.markdown(letter_chips(pieces, [k for _, k in found]))
     true_count = word.lower().count(letter.lower())
+
+    # The same puzzle in Chinese: how many 木 are in 森? (what the tokenizer hands the model)
+    st.markdown(page.t("parts.title"))
+    page.prose("parts")
+    figure, controls = page.columns()
+    with controls:
+        which = int(state.url_choice("char", page.t("parts.choice"), [str(i) for i in range(len(PARTS))], "0",
+                                     widget="segmented", format_func=lambda i: PARTS[int(i)][0]))
+    char, part, count = PARTS[which]
+    char_toks = [tok for tok in lm.tokenize(char) if not tok.added]       # without <bos>
+    part_toks = [tok for tok in lm.tokenize(part) if not tok.added]
+    key, fields = N.parts_notice(char=char, part=part, count=count, char_ids=[tok.id for tok in char_toks],
+                                 part_ids=[tok.id for tok in part_toks], join=i18n.join_list)
+    with figure:
+        st.markdown(page.t("parts.tokens", char=char, part=part, count=count,
+                           char_chips=chips_markdown(char_toks, show_ids=True),
+                           part_chips=chips_markdown(part_toks, show_ids=True)))
+        st.markdown(page.t(key, **fields))
 
     # --- 4. special tokens and the chat template ----------------------------------------------------
     st.subheader(page.t("chat.title"), anchor=False)

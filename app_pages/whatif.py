@@ -8,6 +8,7 @@ import streamlit as st
 from course import state, theme
 from course.cache import whatif as cache
 from course.figures import whatif as F
+from course.i18n import mark_width
 from course.lesson import Lesson
 from course.notices import whatif as N
 from course.text import code_span
@@ -110,8 +111,8 @@ def render() -> None:
     with figure_area:
         if not sw.any():
             st.info(page.t("none_on"), icon=":material/toggle_off:")
-        bars_before = [(plot_label(lm.token_text(i)), p) for i, p in cmp.top_before]
-        bars_after = [(plot_label(lm.token_text(i)), p) for i, p in cmp.top_after]
+        bars_before = [(mark_width(plot_label(lm.token_text(i)), lm.token_text(i)), p) for i, p in cmp.top_before]
+        bars_after = [(mark_width(plot_label(lm.token_text(i)), lm.token_text(i)), p) for i, p in cmp.top_after]
         theme.plot(F.top_figure(bars_before, bars_after, page.t), key="top_chart", height=380)
         if not cmp.finite:
             st.error(page.t("overflow_box"), icon=":material/warning:")

@@ -93,6 +93,16 @@ def with_paren(head, inner, lang: str | None = None) -> str:
     return f"{head}（{inner}）" if is_cjk(lang) else f"{head} ({inner})"
 
 
+def mark_width(shown: str, text: str, lang: str | None = None) -> str:
+    """A candidate token's label ``shown`` for ``text``, with its width named where the reader
+    could mistake it for its twin: 「?（半形）」 in Chinese, "？ (full-width)" in English."""
+    from course.text import width_kind
+    kind = width_kind(text)
+    if kind == ("half" if is_cjk(lang) else "full"):
+        return with_paren(shown, catalog(lang or current_lang())[f"token.{kind}_width"], lang)
+    return shown
+
+
 def join_sentences(sentences, lang: str | None = None) -> str:
     """Whole sentences run together: a space between them in English, none after 「。」."""
     parts = [str(s).strip() for s in sentences if str(s).strip()]

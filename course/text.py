@@ -114,6 +114,23 @@ def html_escape(text: str) -> str:
     return html.escape(text, quote=False).replace('"', "&#34;").replace("'", "&#39;")
 
 
+# ASCII punctuation whose full-width form Chinese text uses (？ and ? are different tokens that
+# look alike in a chart), and those full-width forms with 「。」「、」.
+HALF_WIDTH_MARKS = frozenset("!?,.:;()")
+FULL_WIDTH_MARKS = frozenset("！？，：；（）。、")
+
+
+def width_kind(text: str) -> str | None:
+    """"half" for a token that is only ASCII punctuation with a full-width twin ("?", "?!"),
+    "full" for one that is only full-width punctuation (「？」), None for anything else: what a
+    candidate's label should say so that 「？」 and 「?」 are told apart."""
+    if text and all(ch in HALF_WIDTH_MARKS for ch in text):
+        return "half"
+    if text and all(ch in FULL_WIDTH_MARKS for ch in text):
+        return "full"
+    return None
+
+
 def num(x: float, spec: str = ".2f") -> str:
     """A number formatted with ``spec``, never "-0.00": a value that rounds to zero shows
     without a sign."""

@@ -60,7 +60,10 @@ def test_map_notice_branches():
     assert N.map_notice(which="capitals", explained=None, pc1=[], n_countries=2, dims=2, n=0, d=576) == []
     assert N.map_notice(which="capitals", explained=[0.3, 0.2, 0.1], pc1=[1.0, 2.0, -1.0, -2.5], n_countries=2,
                         dims=3, n=4, d=576) == [
-        ("notice.map_capitals", dict(pct="50%", countries="+1.50", capitals="-1.75"))]
+        ("notice.map_capitals", dict(pct="50%", n=4, countries="+1.50", capitals="-1.75"))]
+    # A country among the capitals on PC1: the groups overlap, and the notice says so.
+    assert N.map_notice(which="capitals", explained=[0.3, 0.2], pc1=[1.0, -2.0, -1.0, -2.5], n_countries=2, dims=2,
+                        n=4, d=640)[0][0] == "notice.map_capitals_overlap"
     assert N.map_notice(which="animals", explained=[0.3, 0.2, 0.1], pc1=[], n_countries=2, dims=3, n=9,
                         d=576) == [("notice.map", dict(pct="50%", n=9, d=576))]
     assert N.map_notice(which="prompt", explained=[0.4], pc1=[], n_countries=2, dims=2, n=2,
@@ -97,7 +100,7 @@ def test_every_key_is_in_every_catalog():
     word-order line the page adds as it is)."""
     from course import i18n
     produced = {"notice.row", "notice.scale", "notice.variants", "notice.neighbours", "notice.analogy",
-                "notice.analogy_rank", "notice.analogy_inputs", "notice.map_capitals", "notice.map",
+                "notice.analogy_rank", "notice.analogy_inputs", "notice.map_capitals", "notice.map_capitals_overlap", "notice.map",
                 "notice.matrix", "notice.matrix_one", "notice.repeats", "order.after"}
     for lang in ("en", "zh-Hant", "zh-Hans"):
         catalog = i18n.catalog(lang)

@@ -96,3 +96,22 @@ def test_every_key_is_in_every_catalog():
                 "notice.compare_far", "notice.compare_more", "notice.compare_not", "notice.site", "notice.also",
                 "notice.no_site"}
     assert missing_from_catalogs("induction", produced) == {}
+
+
+def test_match_length_counts_the_shared_tokens_before_a():
+    #      0  1  2  3  4  5  6  7  8  9
+    ids = [0, 5, 6, 7, 8, 9, 6, 7, 5, 6]     # A = 6 at 2, 6 and 9: before 9 comes 5, as before 2
+    assert N.match_length(ids, 2, 9) == 1 and N.match_length(ids, 6, 9) == 0
+
+
+def test_occurrences_name_the_longest_match_not_just_the_latest():
+    """王小明喜歡吃蘋果。陳大文喜歡喝咖啡。王小明喜歡 (as ids): the first 喜歡 matches longest."""
+    ids = [0, 1, 2, 3, 10, 11, 12, 4, 5, 3, 20, 21, 12, 1, 2, 3]   # 王 小明 喜歡 吃 ... 陳 大文 喜歡 喝 ... 王 小明 喜歡
+    label = str
+    notice = N.occurrence_notices(ids=ids, query=15, targets=[4, 10], probs=[0.402, 0.309], label=label)
+    assert notice == [("notice.occurrences", dict(a="15", n=2, pos=3, b="4", k=2, p="40.2%", pos_last=9, b_last="10",
+                                                  p_last="30.9%"))]
+    # The latest occurrence is also the longest match: one sentence that says so.
+    assert N.occurrence_notices(ids=[0, 1, 2, 7, 1, 2, 8, 1, 2], query=8, targets=[3, 6], probs=[0.1, 0.2],
+                                label=label)[0][0] == "notice.occurrences_same"
+    assert N.occurrence_notices(ids=ids, query=15, targets=[4], probs=[0.4], label=label) == []

@@ -235,7 +235,7 @@ def test_one_token_cost_notice_is_singular(open_page):
 # --- Gemma 3: MQA, QK-norm, the sliding window, the Chinese seed example ------------------------------------
 
 GEMMA = "gemma-3-270m"
-SEED = {"zh-Hant": "貓坐在墊子上，因為它累了。", "zh-Hans": "猫坐在垫子上，因为它累了。"}
+SEED = {"zh-Hant": "貓坐在墊子上，因為牠累了。", "zh-Hans": "猫坐在垫子上，因为它累了。"}   # 牠 for animals in Taiwan
 
 
 @pytest.mark.parametrize("model", ["smollm2-135m", GEMMA])
@@ -361,7 +361,7 @@ def test_gemma_seed_example_it_attends_to_cat(open_page, gemma, lang):
     tokens = gemma.tokenize(prompt)
     texts = [t.text for t in tokens]
     query, key = at.selectbox(key="pos").value, at.selectbox(key="key").value
-    assert "它" in texts[query] and texts[key] in ("貓", "猫")
+    assert {"zh-Hant": "牠", "zh-Hans": "它"}[lang] in texts[query] and texts[key] in ("貓", "猫")
     run = gemma.run(prompt, names=A.pattern_names(gemma.cfg.n_layers))
     best = A.find_heads_attending(gemma, run, query, key, top=1)[0]
     assert A.heads_tied_for_most(run, gemma.cfg.n_layers, query, key) == 1

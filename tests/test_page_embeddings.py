@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from course import i18n
-from course.figures.embeddings import ANALOGIES, GROUPS, MAPS
+from course.figures.embeddings import ANALOGIES, CHINESE_ANALOGIES, CHINESE_GROUPS, CHINESE_MAPS, GROUPS, MAPS, chinese_words
 from lesson_model.analysis import embeddings as E
-from tests._apptest import arr, chart, says
+from tests._apptest import arr, chart, says, text_of
 
 CHINESE = "狗咬人。人咬狗。"
 EMOJI = "I love 🍕 and 🐱"
@@ -30,6 +30,63 @@ def test_every_group_word_is_one_token(models, model):
         for word in example:
             E.token_id_of(lm, " " + word)
     assert all(set(groups) <= set(GROUPS) for groups in MAPS.values())
+
+
+@pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
+def test_chinese_word_sets_are_whole_tokens_on_gemma_only(models, lang):
+    """Every word of a script's Chinese set is one Gemma token with no space before it; SmolLM2
+    cuts them, so it keeps the English set."""
+    from course.cache.embeddings import words
+    gemma, smol = models[GEMMA], models[SMOL]
+    for word in chinese_words(lang):
+        E.token_id_of(gemma, word)
+    assert all(set(groups) <= set(CHINESE_GROUPS[lang]) for groups in CHINESE_MAPS.values())
+    assert words(gemma, lang).analogies == CHINESE_ANALOGIES[lang] and words(gemma, lang).prefix == ""
+    assert words(smol, lang).analogies == ANALOGIES and words(gemma, "en").analogies == ANALOGIES
+
+
+def test_chinese_capital_analogy_ranks_first_on_gemma(models):
+    """The review's check on Gemma's table: 巴黎 − 法國 + 日本 → 東京 is first (the inputs left out),
+    and the page's first zh-Hant preset is that analogy."""
+    gemma = models[GEMMA]
+    assert CHINESE_ANALOGIES["zh-Hant"][0] == ("巴黎", "法國", "日本", "東京")
+    res = E.analogy(gemma, "巴黎", "法國", "日本", k=5, expected="東京")
+    assert res.expected_rank == 1 and res.top[0].text == "東京"
+
+
+@pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
+def test_gemma_analogies_and_map_in_chinese_come_from_the_table(open_page, models, lang):
+    gemma = models[GEMMA]
+    cat = i18n.catalog(lang)
+    at = open_page("embeddings", lang=lang, model=GEMMA)
+    assert not at.exception
+    a, b, c, d = CHINESE_ANALOGIES[lang][0]
+    assert [at.text_input(key=k).value for k in ("a", "b", "c", "expect")] == [a, b, c, d]
+    res = E.analogy(gemma, a, b, c, k=10, expected=d)
+    assert chart(at, "analogy_chart")["data"][0]["customdata"] == [n.id for n in res.top]
+    assert metric(at, cat["embeddings.ana.rank"].format(token=d)) == f"{res.expected_rank:,}"
+    data = [trace for trace in chart(at, "map_chart")["data"] if trace["mode"] == "markers"]
+    shown = [w for trace in data for w in trace["text"]]
+    words = [w for g in CHINESE_MAPS["capitals"] for w in CHINESE_GROUPS[lang][g]]
+    assert shown == words
+    ids = [E.token_id_of(gemma, w) for w in words]
+    p = E.pca(gemma.decoder.W_E.detach().cpu()[ids], 2)
+    xs = [x for trace in data for x in arr(trace["x"]).tolist()]
+    assert xs == pytest.approx(p.coords[:, 0].tolist(), abs=1e-4)
+    # What to notice says what PC1 does with these groups (it may or may not split them).
+    from course.notices import embeddings as NE
+    (key, fields), = NE.map_notice(which="capitals", explained=p.explained.tolist(), pc1=p.coords[:, 0].tolist(),
+                                   n_countries=len(CHINESE_GROUPS[lang]["countries"]), dims=2, n=len(words), d=640)
+    assert cat[f"embeddings.{key}"].format(**fields) in text_of(at)
+    # A preset button fills the boxes with Chinese words, and the chart is that analogy's.
+    n = len(CHINESE_ANALOGIES[lang]) - 1
+    at.button(key=f"analogy_{n}").click().run()
+    a, b, c, d = CHINESE_ANALOGIES[lang][n]
+    res = E.analogy(gemma, a, b, c, k=10, expected=d)
+    assert chart(at, "analogy_chart")["data"][0]["customdata"] == [x.id for x in res.top]
+    # The English set stays on SmolLM2 in Chinese.
+    at = open_page("embeddings", lang=lang, model=SMOL)
+    assert at.text_input(key="a").value == ANALOGIES[0][0]
 
 
 @pytest.mark.parametrize("model", MODELS)

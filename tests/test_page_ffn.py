@@ -15,7 +15,7 @@ from course.i18n import join_list
 from course.tokens import md_label
 from lesson_model.analysis import neurons as N
 from lesson_model.analysis import params as P
-from tests._apptest import chart, errors, says
+from tests._apptest import arr, chart, errors, says
 
 PAGE = "ffn"
 
@@ -111,6 +111,18 @@ def test_url_controls(open_page, lm):
     assert metrics["Parameters in total"] == f"{moe.total / 1e9:.2f} B"
     assert metrics["Parameters used per token"] == f"{moe.active / 1e9:.2f} B"
     url = {key: (v[-1] if isinstance(v, list) else v) for key, v in at.query_params.items()}
+    # In Chinese the calculator counts in 億 / 亿 (1e8), never in B, in its metrics, caption and chart.
+    for lang, unit in (("zh-Hant", "億"), ("zh-Hans", "亿")):
+        zh = open_page(PAGE, lang=lang, prompt=prompt, params={"experts": 4, "active": 1})
+        cat = i18n.catalog(lang)
+        values = {m.label: m.value for m in zh.metric}
+        assert values[cat["ffn.moe.total_metric"]] == f"{moe.total / 1e8:.2f} {unit}"
+        assert values[cat["ffn.moe.active_metric"]] == f"{moe.active / 1e8:.2f} {unit}"
+        bars = chart(zh, "moe_chart")["data"]
+        assert sum(arr(bar["y"])[0] for bar in bars) == pytest.approx(moe.total / 1e8)
+        assert all(unit in bar["hovertemplate"] and " B<" not in bar["hovertemplate"] for bar in bars)
+        caption = " ".join(c.value for c in zh.caption)
+        assert f"{P.PUBLISHED_TOTALS['mixtral-8x7b'] / 1e8:.1f} {unit}" in caption and " B" not in caption
     assert url["layer"] == "5" and url["pos"] == "2" and url["experts"] == "4" and url["active"] == "1"
 
 

@@ -288,7 +288,7 @@ def key(cat: dict, model: str, k: str) -> str:
 
 
 # What greedy decoding writes after each catalog's base-model example on Gemma, as its "why" says.
-BASE_CONTINUATION = {"en": "\n\nWhat is 2+2?" * 3, "zh-Hant": "的腿很痛，所以它很累。貓的腿很痛，所以它很累。",
+BASE_CONTINUATION = {"en": "\n\nWhat is 2+2?" * 3, "zh-Hant": "的腿被壓在墊子上，牠的腳下被壓在墊子上，牠的腳下被壓",
                      "zh-Hans": "的腿很长，它很累。\n\n猫的腿很长，它很累。"}
 
 
@@ -309,10 +309,10 @@ def test_gemma_base_example_continues_the_text(gemma, lang):
     if lang == "en":
         assert "`What is 2+2?`" in why
     else:
-        quoted = BASE_CONTINUATION[lang].split("。")[0] + "。"
-        assert quoted[1:] in why or quoted in why
+        quoted = BASE_CONTINUATION[lang].split("。")[0].split("，")[0]
+        assert quoted in why
     if lang == "zh-Hant":      # the issue's own example
-        assert prompt == "貓坐在墊子上，因為它累了。貓" and text.startswith("的腿很痛，所以它很累。")
+        assert prompt == "貓坐在墊子上，因為牠累了。貓" and "「牠的腳下被壓在墊子上」" in why
 
 
 def test_gemma_page_has_no_chat_format_and_says_why(open_page, gemma):

@@ -9,7 +9,7 @@ import pytest
 from course import i18n
 from lesson_model.analysis.tokenization import finish_characters
 from lesson_model.sampling import next_token_distribution
-from tests._apptest import errors, text_of
+from tests._apptest import chart, errors, text_of
 
 
 def try_prompt(n: int) -> str:
@@ -50,8 +50,8 @@ def test_gemma_try_sets_cover_every_language():
         numbers = sorted({key.split(".")[3] for key in i18n.catalog(lang) if key.startswith("home.gemma.try.")})
         assert numbers == ["1", "2", "3", "4"], (lang, numbers)
     # The Chinese catalogs give Gemma Chinese prompts, each in its own script.
-    assert gemma_try("zh-Hant", 1)[0] == "台灣最高的山是" and gemma_try("zh-Hans", 1)[0] == "台湾最高的山是"
-    assert gemma_try("zh-Hant", 4)[0].startswith("貓坐在墊子上，因為它累了。")
+    assert gemma_try("zh-Hant", 1)[0] == "台灣最高的山是" and gemma_try("zh-Hans", 1)[0] == "中国最高的山是"
+    assert gemma_try("zh-Hant", 4)[0].startswith("貓坐在墊子上，因為牠累了。")   # 牠 for animals in Taiwan
     assert gemma_try("zh-Hans", 4)[0].startswith("猫坐在垫子上，因为它累了。")
 
 
@@ -72,18 +72,24 @@ def test_gemma_try_this_claims_hold_in_english(gemma):
 
 @pytest.mark.parametrize("lang", ["zh-Hant", "zh-Hans"])
 def test_gemma_try_this_claims_hold_in_chinese(gemma, lang):
-    # 1. The highest mountain: the top guess has under 5%, 玉 (of 玉山) is not in the top 20,
-    #    and the greedy text is fluent but wrong (the why quotes it).
+    # 1. The highest mountain (玉山 in Taiwan, 珠穆朗玛峰 on the mainland): the top guess has under
+    #    5%, the mountain's first character is far down, and the greedy text is fluent but wrong.
     prompt, why = gemma_try(lang, 1)
-    assert top(gemma, prompt, 1)[0][1] < 0.05
-    jade = gemma.encode("玉")[-1]
-    assert gemma.token_text(jade) == "玉" and rank(gemma, prompt, jade) > 20
-    written = greedy(gemma, prompt, 12)
-    assert "玉山" not in written
+    (first, p1), = top(gemma, prompt, 1)
+    assert p1 < 0.05
     if lang == "zh-Hant":
+        jade = gemma.encode("玉")[-1]
+        assert gemma.token_text(jade) == "玉" and rank(gemma, prompt, jade) > 20
+        written = greedy(gemma, prompt, 12)
+        assert "玉山" not in written
         assert written.startswith("台南的台南山") and "「台南的台南山」" in why
     else:
-        assert "台湾山脉" in written and "台湾岛" in written and "“台湾山脉”“台湾岛”" in why
+        assert gemma.token_text(first) == "位于" and "第一名“位于”的概率不到 5%" in why
+        pearl = gemma.encode("珠")[-1]
+        assert gemma.token_text(pearl) == "珠" and rank(gemma, prompt, pearl) > 100 and "前 100 名" in why
+        written = greedy(gemma, prompt, 12)
+        assert "珠穆朗玛" not in written
+        assert written.startswith("位于中国最北端的山峰") and "“位于中国最北端的山峰”" in why
     # 2. Favourite colour: spread out, and over colours.
     prompt, _ = gemma_try(lang, 2)
     candidates = top(gemma, prompt, 5)
@@ -96,8 +102,8 @@ def test_gemma_try_this_claims_hold_in_chinese(gemma, lang):
     assert greedy(gemma, prompt, 3).startswith("星期五")
     # 4. The cat: a base model continues the story; the why quotes the sentence it writes.
     prompt, why = gemma_try(lang, 4)
-    sentence = {"zh-Hant": "的腿很痛，所以它很累。", "zh-Hans": "的腿很长，它很累。"}[lang]
-    assert greedy(gemma, prompt, 12).startswith(sentence)
+    sentence = {"zh-Hant": "的腿被壓在墊子上，牠的腳下被壓在墊子上", "zh-Hans": "的腿很长，它很累。"}[lang]
+    assert greedy(gemma, prompt, 16).startswith(sentence)
     assert prompt[-1] + sentence in why
 
 
@@ -211,6 +217,33 @@ def test_append_on_gemma_extends_the_prompt(open_page, gemma):
     at.button(key="append_0").click().run()
     assert not errors(at)
     assert at.text_area(key="prompt").value == prompt + "的"
+
+
+@pytest.mark.parametrize("lang,half,full", [("zh-Hant", "?（半形）", "？（"), ("zh-Hans", "?（半角）", "？（")])
+def test_half_and_full_width_question_marks_are_told_apart(open_page, gemma, lang, half, full):
+    """天空為什麼是藍色 on Gemma: 「？」 and 「?」 are both among the top candidates (different
+    tokens). The half-width one is marked in the chart and on its button, and every button
+    puts its percentage in full-width brackets: 「？（41%）」."""
+    prompt = {"zh-Hant": "天空為什麼是藍色", "zh-Hans": "天空为什么是蓝色"}[lang]
+    at = open_page("home", lang=lang, model="gemma-3-270m", prompt=prompt)
+    assert not errors(at)
+    texts = [gemma.token_text(i) for i, _ in top(gemma, prompt, 8)]
+    assert "？" in texts and "?" in texts
+    labels = [b.label.replace("\\", "") for b in at.button if b.key and b.key.startswith("append_")]
+    assert any(label.startswith(half + "（") for label in labels), labels
+    assert any(label.startswith(full) for label in labels), labels
+    assert not any("  (" in label or " (" in label for label in labels), labels
+    axis = chart(at, "candidates_chart")["data"][0]["y"]
+    assert half in list(axis) and "？" in list(axis)
+
+
+def test_width_kind():
+    from course.text import width_kind
+    assert width_kind("?") == "half" and width_kind("?!") == "half" and width_kind("？") == "full"
+    assert width_kind("。") == "full" and width_kind("a?") is None and width_kind("") is None
+    assert i18n.mark_width("?", "?", "zh-Hant") == "?（半形）" and i18n.mark_width("?", "?", "zh-Hans") == "?（半角）"
+    assert i18n.mark_width("？", "？", "en") == "？ (full-width)"
+    assert i18n.mark_width("？", "？", "zh-Hant") == "？" and i18n.mark_width("?", "?", "en") == "?"
 
 
 def test_every_candidate_shown_has_an_append_button(open_page):

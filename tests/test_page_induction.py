@@ -271,3 +271,22 @@ def test_gemma_short_prompts(open_page, lang):
     at = open_page("induction", lang=lang, prompt="Hi", params=SMALL, model=GEMMA)
     assert not errors(at)
     assert "map_chart" in charts(at) and "site_chart" not in charts(at)
+
+
+def test_several_earlier_occurrences_name_the_longest_match(open_page, gemma):
+    """The Chinese review's prompt: 喜歡 occurs twice before the last one. The text before the
+    first (王小明) matches longest, and the model puts more on its B (吃) than on the latest's (喝);
+    the page says which occurrence matches and gives both probabilities from this run."""
+    prompt = "王小明喜歡吃蘋果。陳大文喜歡喝咖啡。王小明喜歡"
+    at = open_page("induction", lang="zh-Hant", model="gemma-3-270m", prompt=prompt)
+    assert not errors(at)
+    texts = [t.text for t in gemma.tokenize(prompt)]
+    like = [i for i, t in enumerate(texts) if t == "喜歡"]
+    assert len(like) == 3
+    probs = gemma.run(prompt, names=()).logits[0, -1].float().softmax(-1)
+    eat, drink = gemma.encode("吃")[-1], gemma.encode("喝")[-1]
+    assert texts[like[0] + 1] == "吃" and texts[like[1] + 1] == "喝"
+    assert probs[eat] > probs[drink]
+    text = text_of(at)
+    assert f"位置 {like[0]} 那一次" in text and f"最近的一次（位置 {like[1]}）" in text
+    assert f"{float(probs[eat]):.1%}" in text and f"{float(probs[drink]):.1%}" in text

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from course import i18n
-from course.figures.tokens import PARALLEL
+from course.figures.tokens import PARALLEL, PARTS
+from course.notices import tokens as N
 from lesson_model.analysis import tokenization as T
 from tests._apptest import chart, direction_leaks
 
@@ -170,11 +171,56 @@ def test_merge_rank_remark_follows_the_rank(open_page, lm):
 def test_cost_notice_gives_both_ratios(open_page, lm):
     at = open_page("tokens", lang="en", model=SMOL)
     en, hant, hans = (sum(len(lm.encode(row[s])) for row in PARALLEL) for s in range(3))
-    assert f"about {hant / en:.1f}× and {hans / en:.1f}× as many" in markdown(at)
+    assert f"about {hant / en:.2f}× and {hans / en:.2f}× as many" in markdown(at)
     spec = chart(at, "cost_parallel")
     assert [trace["name"] for trace in spec["data"]] == ["English", "Traditional Chinese", "Simplified Chinese"]
+    assert list(spec["data"][0]["y"]) == [row[0] for row in PARALLEL]
     zh = chart(open_page("tokens", lang="zh-Hant"), "cost_parallel")
     assert [trace["name"] for trace in zh["data"]] == ["英文", "繁體中文", "簡體中文"]
+    # The rows are named in the page's language, never a cut English sentence.
+    assert list(zh["data"][0]["y"]) == [row[1] for row in PARALLEL]
+    hans = chart(open_page("tokens", lang="zh-Hans"), "cost_parallel")
+    assert list(hans["data"][0]["y"]) == [row[2] for row in PARALLEL]
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("lang", list(i18n.LANGS))
+def test_chinese_strawberry_comes_from_the_tokenizer(open_page, models, model, lang):
+    """How many 木 in 森: the page shows the ids the tokenizer gives (one token on Gemma, byte
+    pieces on SmolLM2) and says which, with the ids; the parts are never among them."""
+    lm = models[model]
+    at = open_page("tokens", lang=lang, model=model)
+    assert not at.exception
+    text = markdown(at)
+    cat = i18n.catalog(lang)
+    for char, part, count in PARTS:
+        ids = [t.id for t in lm.tokenize(char) if not t.added]
+        part_ids = [t.id for t in lm.tokenize(part) if not t.added]
+        if model == GEMMA:
+            assert len(ids) == 1 and len(part_ids) == 1           # whole characters on Gemma
+        else:
+            assert len(ids) > 1                                    # byte pieces on SmolLM2
+    char, part, count = PARTS[0]
+    ids = [t.id for t in lm.tokenize(char) if not t.added]
+    assert not set(ids) & {t.id for t in lm.tokenize(part) if not t.added}     # 森 and 木 share no id on either model
+    key, fields = N.parts_notice(char=char, part=part, count=count, char_ids=ids,
+                                 part_ids=[t.id for t in lm.tokenize(part) if not t.added],
+                                 join=lambda items: i18n.join_list(items, lang))
+    assert key == ("parts.one" if model == GEMMA else "parts.pieces")
+    assert cat[f"tokens.{key}"].format(**fields).replace("**", "") in text.replace("**", "")
+    # Another character from the URL.
+    n = next(i for i, (c, _, _) in enumerate(PARTS) if c == "晶")
+    at = open_page("tokens", lang=lang, model=model, params={"char": n})
+    ids = [t.id for t in lm.tokenize("晶") if not t.added]
+    assert f"{ids[0]:,}" in markdown(at) and "日" in markdown(at)
+    # 淼 and 水 share their lead byte's piece on SmolLM2: the page says so instead of claiming none.
+    n = next(i for i, (c, _, _) in enumerate(PARTS) if c == "淼")
+    at = open_page("tokens", lang=lang, model=model, params={"char": n})
+    key, fields = N.parts_notice(char="淼", part="水", count=3, char_ids=[t.id for t in lm.tokenize("淼") if not t.added],
+                                 part_ids=[t.id for t in lm.tokenize("水") if not t.added],
+                                 join=lambda items: i18n.join_list(items, lang))
+    assert key == ("parts.one" if model == GEMMA else "parts.shared")
+    assert cat[f"tokens.{key}"].format(**fields).replace("**", "") in markdown(at).replace("**", "")
 
 
 def test_try_this_claims_hold_for_the_tokenizer(lm):

@@ -62,7 +62,7 @@ def test_bad_url_values_clamp_with_a_note(open_page, lm):
 def test_no_mask_notice_on_the_default_prompts(open_page, models):
     """The default prompts, measured: SmolLM2 4.42 -> 0.49 nats (English), Gemma 5.56 -> 2.68 (Chinese)."""
     for lang, model, word, prompt in (("en", SMOL, "collapses", "The cat sat on the mat because it was tired. The cat"),
-                                      ("zh-Hant", GEMMA, "崩落", "貓坐在墊子上，因為它累了。貓")):
+                                      ("zh-Hant", GEMMA, "崩落", "貓坐在墊子上，因為牠累了。貓")):
         at = open_page("whatif", lang=lang, model=model)       # the language's default prompt
         assert not errors(at)
         lm = models[model]
@@ -105,3 +105,12 @@ def test_no_norms_and_zh_hans(open_page):
     assert not errors(at)
     assert "stream_chart" in charts(at)
     assert "NaN" in text_of(at)
+
+
+def test_half_width_candidates_are_marked_in_chinese(open_page):
+    """Review B3: after 天空為什麼是藍色 Gemma's candidates hold both 「？」 and 「?」; the chart
+    names the half-width one, 「?（半形）」, so the two are told apart."""
+    at = open_page("whatif", lang="zh-Hant", model=GEMMA, prompt="天空為什麼是藍色")
+    assert not errors(at)
+    ticks = list(chart(at, "top_chart")["layout"]["yaxis"]["ticktext"])
+    assert "?（半形）" in ticks and "？" in ticks, ticks

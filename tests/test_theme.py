@@ -129,7 +129,8 @@ def test_presenter_mode_enlarges_the_sizes_a_figure_set_itself(presenting):
 
 @pytest.mark.parametrize("title", ["前一个词元的注意力：67%，其余（大部分）落在第一个词元「<bos>」上。",
                                    "第 3 層的注意力頭（頭 5）把 61% 的注意力放在前一個詞元：貓，而不是自己。",
-                                   "Attention of head 5.3 (layer 5): 67% on the previous token"])
+                                   "Attention of head 5.3 (layer 5): 67% on the previous token",
+                                   "up_proj · down_proj 的奇異值，第 15 層"])
 def test_titles_break_by_chinese_line_rules(title):
     """No line starts with closing punctuation (，。：）」...) or ends with opening punctuation
     (（「...), at any width; nothing is lost or reordered, and no line runs past the width
@@ -142,6 +143,15 @@ def test_titles_break_by_chinese_line_rules(title):
         assert not any(line[0] in style._CLOSING for line in lines[1:]), (width, lines)
         assert not any(line[-1] in style._OPENING for line in lines[:-1]), (width, lines)
         assert all(theme.width_units(line) <= max(width, widest) for line in lines), (width, lines)
+
+
+@pytest.mark.parametrize("title,unit", [("up_proj · down_proj 的奇異值，第 15 層", "第 15 層"),
+                                        ("上面這張圖裡共有 1,024 個數字，都來自模型", "1,024 個")])
+def test_a_count_and_its_measure_word_stay_on_one_line(title, unit):
+    """「第 15 層」 (and a number with its measure word) is one unit: no width breaks inside it."""
+    for width in range(8, theme.width_units(title) + 1):
+        lines = theme.wrap_title(title, width).split("<br>")
+        assert any(unit in line for line in lines), (width, lines)
 
 
 def test_one_sessions_view_never_reaches_another_sessions_charts():

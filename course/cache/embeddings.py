@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from course.cache import default_tokens, lesson_t
-from course.figures.embeddings import ANALOGIES
+from course.figures.embeddings import ANALOGIES, WordSet, word_set
 from lesson_model.analysis import embeddings as E
 from server.models import CachedRun, cached_run
 
@@ -43,12 +43,28 @@ def resolve(lm, word: str) -> tuple[int | None, list[int]]:
     """A typed word -> (token id, or None when it is not one token; the pieces it makes).
     Inside a sentence words carry their leading space, so " word" is tried first."""
     word = word.strip()
-    for form in (" " + word, word):
+    # A Chinese word is written without a space before it: its bare form first (「日本」, not 「▁日本」).
+    forms = (word, " " + word) if word and "\u2e80" <= word[0] <= "\u9fff" else (" " + word, word)
+    for form in forms:
         try:
             return E.token_id_of(lm, form), []
         except ValueError:
             continue
     return None, lm.encode(" " + word)
+
+
+def is_one_token(lm, word: str) -> bool:
+    try:
+        E.token_id_of(lm, word)
+        return True
+    except ValueError:
+        return False
+
+
+def words(lm, lang: str) -> WordSet:
+    """The map and analogy words for this model in this language: the script's Chinese set
+    where the model keeps its words whole (Gemma), else the English one."""
+    return word_set(lang, lambda word: is_one_token(lm, word))
 
 
 def order_names(cfg) -> list[str]:

@@ -4,7 +4,8 @@ cosine heatmaps. Every visible word comes in as an argument; token text is escap
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import torch
 
@@ -46,6 +47,78 @@ ANALOGIES: list[tuple[str, str, str, str]] = [
     ("pizza", "Italy", "Japan", "sushi"),
     ("father", "man", "woman", "mother"),
 ]
+
+
+# Chinese word sets, one per script, for a model that keeps these words whole (Gemma): each word
+# is one token without a leading space (tests/test_page_embeddings.py checks it). On a model that
+# cuts them into byte pieces (SmolLM2) the English sets above are used in every language.
+CHINESE_GROUPS: dict[str, dict[str, list[str]]] = {
+    "zh-Hant": {
+        "numbers": "一 二 三 四 五 六 七 八 九 十".split(),
+        "family": "爸爸 媽媽 哥哥 姐姐 弟弟 妹妹 兒子 女兒 父親 母親".split(),
+        "countries": "法國 日本 中國 英國 德國 美國 印度 韓國".split(),
+        "capitals": "巴黎 東京 北京".split(),
+        "animals": "貓 狗 馬 牛 羊 老虎 鳥 魚 兔子 豬 雞".split(),
+        "colours": "紅 藍 綠 黃 黑 白 紫 灰".split(),
+    },
+    "zh-Hans": {
+        "numbers": "一 二 三 四 五 六 七 八 九 十".split(),
+        "family": "爸爸 妈妈 哥哥 姐姐 弟弟 妹妹 儿子 女儿 父亲 母亲".split(),
+        "countries": "法国 日本 中国 英国 意大利 德国 美国 韩国".split(),
+        "capitals": "巴黎 东京 北京 伦敦 罗马".split(),
+        "animals": "猫 狗 马 牛 羊 老虎 鸟 鱼 兔子 猪 鸡".split(),
+        "colours": "红 蓝 绿 黄 黑 白 紫 灰".split(),
+    },
+}
+CHINESE_MAPS: dict[str, list[str]] = {
+    "capitals": ["countries", "capitals"],
+    "family": ["numbers", "family"],
+    "nature": ["animals", "colours"],
+}
+CHINESE_ANALOGIES: dict[str, list[tuple[str, str, str, str]]] = {
+    "zh-Hant": [
+        ("巴黎", "法國", "日本", "東京"), ("北京", "中國", "日本", "東京"), ("東京", "日本", "法國", "巴黎"),
+        ("父親", "男人", "女人", "母親"), ("兒子", "男孩", "女孩", "女兒"), ("哥哥", "男", "女", "姐姐"),
+        ("王子", "男人", "女人", "公主"), ("弟弟", "哥哥", "姐姐", "妹妹"), ("他", "男", "女", "她"),
+        ("皇后", "女人", "男人", "皇帝"), ("貓", "猫", "鱼", "魚"), ("先生", "男人", "女人", "太太"),
+    ],
+    "zh-Hans": [
+        ("巴黎", "法国", "英国", "伦敦"), ("巴黎", "法国", "日本", "东京"), ("东京", "日本", "法国", "巴黎"),
+        ("父亲", "男人", "女人", "母亲"), ("爸爸", "男人", "女人", "妈妈"), ("儿子", "男孩", "女孩", "女儿"),
+        ("哥哥", "男", "女", "姐姐"), ("王子", "男人", "女人", "公主"), ("弟弟", "哥哥", "姐姐", "妹妹"),
+        ("男孩", "男人", "女人", "女孩"), ("猫", "貓", "魚", "鱼"), ("国王", "男人", "女人", "皇后"),
+    ],
+}
+
+
+@dataclass(frozen=True)
+class WordSet:
+    """The words the page's map and analogy buttons use: groups, the maps made of them, the
+    analogies, and the prefix a word takes to be its token (" " for English words)."""
+    groups: dict[str, list[str]]
+    maps: dict[str, list[str]]
+    analogies: list[tuple[str, str, str, str]]
+    prefix: str
+
+
+ENGLISH = WordSet(GROUPS, MAPS, ANALOGIES, " ")
+
+
+def chinese_words(lang: str) -> list[str]:
+    """Every word of a script's Chinese set (empty for a language without one)."""
+    if lang not in CHINESE_GROUPS:
+        return []
+    words = [w for group in CHINESE_GROUPS[lang].values() for w in group]
+    return words + [w for example in CHINESE_ANALOGIES[lang] for w in example]
+
+
+def word_set(lang: str, is_one_token: Callable[[str], bool]) -> WordSet:
+    """The Chinese set of ``lang``'s script when the model keeps every one of its words whole
+    (``is_one_token``), else the English one."""
+    words = chinese_words(lang)
+    if words and all(is_one_token(w) for w in words):
+        return WordSet(CHINESE_GROUPS[lang], CHINESE_MAPS, CHINESE_ANALOGIES[lang], "")
+    return ENGLISH
 
 
 def strip_figure(rows: torch.Tensor, labels: Sequence[str], title: str, x_title: str,

@@ -242,17 +242,18 @@ def params_figure(tr: T, rows: Sequence[tuple[str, dict[str, int]]], unit: Calla
     return fig
 
 
-def moe_figure(tr: T, parts_total: dict[str, int], parts_active: dict[str, int]) -> go.Figure:
-    """Total vs active parameters, stacked by part (in billions). Value labels that would
-    be smaller than 13 px are left out (hover still shows them)."""
+def moe_figure(tr: T, parts_total: dict[str, int], parts_active: dict[str, int], unit: float = 1e9) -> go.Figure:
+    """Total vs active parameters, stacked by part, in ``unit``s (1e9 for billions, 1e8 for the
+    Chinese 億 / 亿; the catalog's unit.b names it). Value labels that would be smaller than
+    13 px are left out (hover still shows them)."""
     colors = {"attention": BLUE, "experts": ORANGE, "embedding": GREEN, "other": PURPLE}
     cats = [tr("moe.total"), tr("moe.active")]
     fig = go.Figure()
     for part, color in colors.items():
-        vals = [parts_total[part] / 1e9, parts_active[part] / 1e9]
+        vals = [parts_total[part] / unit, parts_active[part] / unit]
         fig.add_trace(go.Bar(x=cats, y=vals, name=tr(f"moe.part.{part}"), marker_color=color,
                              text=[f"{v:.1f}" for v in vals], textposition="inside", textfont=dict(size=15),
-                             hovertemplate="%{x}: %{y:.2f} B<extra>" + html_escape(tr(f"moe.part.{part}")) + "</extra>"))
+                             hovertemplate="%{x}: " + tr("unit.b", n="%{y:.2f}") + "<extra>" + html_escape(tr(f"moe.part.{part}")) + "</extra>"))
     fig.update_layout(barmode="stack", title=tr("moe.title"), uniformtext=dict(minsize=13, mode="hide"),
                       legend=dict(orientation="h", y=-0.15, traceorder="normal"))
     fig.update_yaxes(title=tr("moe.y"))

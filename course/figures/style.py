@@ -124,7 +124,31 @@ def _pieces(text: str) -> list[tuple[str, bool]]:
         if chunk:
             pieces.append((chunk, False))
         pieces.append((" ", True))
-    return pieces[:-1]
+    return _keep_counts_whole(pieces[:-1])
+
+
+_NUMBER = re.compile(r"[+−-]?\d[\d,.]*%?")
+
+
+def _keep_counts_whole(pieces: list[tuple[str, bool]]) -> list[tuple[str, bool]]:
+    """A number stays with the Chinese measure word after it (「15 層」, 「8 個」) and with 「第」
+    before it: 「第 15 層」 is one unit, so a line never ends in 「第」 or starts with 「層」."""
+    out: list[tuple[str, bool]] = []
+    i = 0
+    while i < len(pieces):
+        piece, space = pieces[i]
+        if (not space and _NUMBER.fullmatch(piece) and i + 2 < len(pieces) and pieces[i + 1][1]
+                and _is_cjk(pieces[i + 2][0][0]) and pieces[i + 2][0][0] not in _OPENING + _CLOSING):
+            piece = f"{piece} {pieces[i + 2][0]}"
+            if len(out) >= 2 and out[-1][1] and out[-2][0] == "第":
+                out = out[:-2]
+                piece = "第 " + piece
+            out.append((piece, False))
+            i += 3
+            continue
+        out.append((piece, space))
+        i += 1
+    return out
 
 
 def wrap_title(text: str, width: int = TITLE_WIDTH) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 
 from course.figures import chart as go
 from course.figures import style
-from course.text import code_span, html_escape, md_escape, shorten
+from course.text import code_span, html_escape, md_escape, shorten_to_width
 from course.tokens import label, plot_label
 from lesson_model.analysis.tokenization import CharacterGroup
 
@@ -24,6 +24,12 @@ PARALLEL: list[tuple[str, str, str]] = [
     ("Machine learning is changing the world.", "機器學習正在改變世界。", "机器学习正在改变世界。"),
     ("The weather is nice today, so we are going to the park.", "今天天氣很好，所以我們要去公園。", "今天天气很好，所以我们要去公园。"),
     ("Language models read tokens, not letters.", "語言模型讀的是詞元，不是字母。", "语言模型读的是词元，不是字母。"),
+]
+
+# The Chinese "strawberry": characters written with one part repeated (森 is three 木). Facts
+# about the script, the same on every model; the page asks the tokenizer how each is cut.
+PARTS: list[tuple[str, str, int]] = [
+    ("森", "木", 3), ("林", "木", 2), ("晶", "日", 3), ("品", "口", 3), ("鑫", "金", 3), ("淼", "水", 3), ("磊", "石", 3),
 ]
 
 CHIP_COLOURS = ("blue", "orange")     # alternate, so neighbouring tokens stand apart (colour-blind safe pair)
@@ -101,7 +107,7 @@ def cost_figure(rows: Sequence[tuple[str, Sequence[int]]], series: Sequence[str]
     rows: (row label, value per series); hover: optional extra hover text per row per series.
     """
     fig = go.Figure()
-    labels = [html_escape(shorten(r[0], 40)) for r in rows]
+    labels = [html_escape(shorten_to_width(r[0], 56)) for r in rows]     # 56 columns: 28 Chinese characters
     for s, name in enumerate(series):
         values = [r[1][s] for r in rows]
         extra = [h[s] for h in hover] if hover is not None else [""] * len(rows)

@@ -62,9 +62,10 @@ def map_notice(*, which: str, explained: Sequence[float] | None, pc1: Sequence[f
         return []
     if which == "capitals":
         countries, capitals = pc1[:n_countries], pc1[n_countries:]
-        return [("notice.map_capitals", dict(pct=f"{sum(explained[:2]):.0%}",
-                                             countries=f"{sum(countries) / len(countries):+.2f}",
-                                             capitals=f"{sum(capitals) / len(capitals):+.2f}"))]
+        apart = max(countries) < min(capitals) or max(capitals) < min(countries)    # PC1 alone splits them
+        return [("notice.map_capitals" if apart else "notice.map_capitals_overlap",
+                 dict(pct=f"{sum(explained[:2]):.0%}", n=n, countries=f"{sum(countries) / len(countries):+.2f}",
+                      capitals=f"{sum(capitals) / len(capitals):+.2f}"))]
     return [("notice.map", dict(pct=f"{sum(explained[:min(2, dims)]):.0%}", n=n, d=d))]
 
 

@@ -83,3 +83,31 @@ def site_notices(*, site: tuple[int, int] | None, layer: int = 0, head: int = 0,
     if (layer, head) in top_heads:
         out.append(("notice.also", {}))
     return out
+
+
+def match_length(ids: Sequence[int], a: int, query: int) -> int:
+    """How many tokens right before position ``a`` equal the ones right before ``query`` (the
+    tokens at ``a`` and ``query`` themselves are the same A): 2 for 「王小明喜歡」 against an
+    earlier 「王小明喜歡」 when A is 喜歡 and 王小明 is two tokens."""
+    n = 0
+    while a - n - 1 >= 0 and ids[a - n - 1] == ids[query - n - 1] and a - n - 1 != query - n - 1:
+        n += 1
+    return n
+
+
+def occurrence_notices(*, ids: Sequence[int], query: int, targets: Sequence[int], probs: Sequence[float],
+                       label: Label) -> list[Notice]:
+    """When A occurred more than once before, which earlier occurrence the text before the
+    current A matches longest (``targets``: the positions of each earlier A's B, in order;
+    ``probs``: the probability the model gives each of those B now). Nothing for one occurrence."""
+    if len(targets) < 2:
+        return []
+    lengths = [match_length(ids, b - 1, query) for b in targets]
+    best = max(range(len(targets)), key=lambda i: (lengths[i], i))       # longest; the latest on a tie
+    latest = len(targets) - 1
+    fields = dict(a=label(query), n=len(targets), pos=targets[best] - 1, b=label(targets[best]),
+                  k=lengths[best], p=f"{probs[best]:.1%}", pos_last=targets[latest] - 1, b_last=label(targets[latest]),
+                  p_last=f"{probs[latest]:.1%}")
+    if best == latest or targets[best] == targets[latest] or ids[targets[best]] == ids[targets[latest]]:
+        return [("notice.occurrences_same", fields)]
+    return [("notice.occurrences", fields)]

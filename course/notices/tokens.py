@@ -85,13 +85,29 @@ def cost_notice(*, parallel: Sequence[Sequence[int]], zh_chars: tuple[int, int])
     """The parallel sentences' token counts (each row: English, Traditional, Simplified) and
     the Chinese sentences' characters (Traditional, Simplified)."""
     en, hant, hans = (sum(row[k] for row in parallel) for k in range(3))
-    return "notice.cost", dict(en=en, hant=hant, hans=hans, n=len(parallel), ratio_hant=f"{hant / en:.1f}",
-                               ratio_hans=f"{hans / en:.1f}", cpt_hant=f"{zh_chars[0] / hant:.2f}",
+    return "notice.cost", dict(en=en, hant=hant, hans=hans, n=len(parallel), ratio_hant=f"{hant / en:.2f}",
+                               ratio_hans=f"{hans / en:.2f}", cpt_hant=f"{zh_chars[0] / hant:.2f}",
                                cpt_hans=f"{zh_chars[1] / hans:.2f}")
 
 
 def letters_notice(*, word: str, letter: str, count: int, pieces: str) -> Notice:
     return "notice.letters", dict(word=word, letter=letter, count=count, pieces=pieces)
+
+
+def parts_notice(*, char: str, part: str, count: int, char_ids: Sequence[int], part_ids: Sequence[int],
+                 join: Join) -> Notice:
+    """The Chinese "strawberry": what the model receives for a character made of ``count``
+    copies of ``part`` (``char_ids``, ``part_ids``: their token ids, without <bos>). One token:
+    an id that says nothing about the parts. Several (byte pieces): whether any of them is one of
+    the part's own ids (they never are for UTF-8 bytes of two different characters)."""
+    ids = join(f"{i:,}" for i in char_ids)
+    part_text = join(f"{i:,}" for i in part_ids)
+    fields = dict(char=char, part=part, count=count, id=ids, part_id=part_text, n=len(char_ids))
+    if len(char_ids) == 1:
+        return "parts.one", fields
+    if set(char_ids) & set(part_ids):
+        return "parts.shared", fields
+    return "parts.pieces", fields
 
 
 def chat_notices(*, templated: bool, tokens: int, added: int, chat_tokens: int, chat_specials: int, typed: Sequence,
