@@ -41,6 +41,6 @@ def test_every_chart_has_a_description_and_a_table(open_page, model, lang):
     assert D.plain(trace["y"][top]) in cand.proto.alt
     assert D.fmt(values[top], lang) + "%" in cand.proto.alt
     # the loop picture's alt text names its boxes, in the page's language
-    (image,) = [img for element in at.get("imgs") for img in element.proto.imgs]
+    (image,) = [img for element in at.get("image") for img in element.proto.imgs]
     assert image.alt.startswith(i18n.text_in(lang, "chart.loop", chains="", n=0, back="")[:4])
     assert i18n.catalog(lang)["home.diagram.text"] in image.alt
