@@ -10,13 +10,16 @@ import streamlit as st
 from course import nav, state, theme
 from course.cache import architecture as cache
 from course.figures import architecture as F
+from course.figures import context as F_CTX
 from course.i18n import big_number, t
 from course.lesson import Lesson
 from course.model import MODELS, get_model
 from course.notices import architecture as N
+from course.notices import decoder_only as N_DEC
 from course.text import code_span, html_escape, md_escape, shorten, show_format
 from course.tokens import axis_labels, md_label
 from lesson_model.analysis import architecture as AR
+from lesson_model.analysis import decoder_only as DO
 from lesson_model.analysis import params as P
 from lesson_model.decoder import MLP, Attention
 
@@ -57,6 +60,9 @@ def render() -> None:
             facts["total"] = big_number(row.facts["total"])
         return page.t(f"card.{row.key}.{row.variant}", **facts)
 
+
+    # --- 0. decoder-only, and the encoder-decoder it came from ---------------------------------
+    dec_found = _decoder_only_section(page, lm)
 
     # --- 1. same skeleton, different choices ----------------------------------------------------
     st.subheader(page.t("card_title"), anchor=False)
@@ -153,6 +159,8 @@ def render() -> None:
     theme.diagram(F.training_diagram(page.t, font))
     page.prose("parallel")
     tokens = page.tokens(lm, cap=CAP)
+    if len(tokens) >= 3:     # shift-right, on the prompt's first tokens
+        st.markdown(page.t("shift_right", a=md_label(tokens[0]), b=md_label(tokens[1]), c=md_label(tokens[2])))
     loss = None
     if len(tokens) < 2:
         st.info(page.t("loss.one_token"), icon=":material/info:")
@@ -213,7 +221,7 @@ def render() -> None:
                                    label=lambda i: md_label(tokens[i])))
     if post is not None:
         found += N.post_notices(*post)
-    page.notices(found)
+    page.notices(dec_found + found)
     page.try_this()
 
     # --- The math ----------------------------------------------------------------------------------------
@@ -224,6 +232,25 @@ def render() -> None:
                      emb=f"{mine.parts['embedding']:,}", final=f"{mine.final_norm:,}", total=f"{mine.total:,}",
                      real=f"{real[lm.bundled.key].total:,}"))
     page.code(P.count_params, Attention.__init__, MLP.__init__, AR.position_losses, AR.post_training)
+
+
+def _decoder_only_section(page: Lesson, lm) -> list:
+    """The original encoder-decoder beside the decoder-only model loaded here (a diagram with its
+    text alternative), what this model keeps and drops (read from its modules), and why most
+    LLMs today are decoder-only. Returns the facts as notices."""
+    st.subheader(page.t("dec.title"), anchor=False)
+    page.prose("decoder_only")
+    facts = DO.decoder_only_facts(lm)
+    font = theme.font_family().split(",")[0]
+    st.graphviz_chart(F_CTX.encoder_decoder_diagram(page.t, font, facts.n_blocks), width="stretch")
+    st.caption(page.t("dec.caption", n=facts.n_blocks))
+    found = N_DEC.decoder_only_notices(model=lm.name, n_blocks=facts.n_blocks,
+                                       attention_per_block=facts.attention_per_block,
+                                       encoder_modules=facts.encoder_modules, causal=facts.causal,
+                                       embedding_tables=facts.embedding_tables)
+    st.markdown("\n".join(f"- {page.t(key, **fields)}" for key, fields in found))
+    page.prose("decoder_why")
+    return found
 
 
 render()

@@ -5,6 +5,7 @@ for the heads that link two tokens; on a model with sliding-window layers, what 
 a global layer see on a long prompt; and how the work grows with the prompt's length."""
 
 
+import pandas as pd
 import streamlit as st
 
 from course import i18n, state, theme
@@ -13,9 +14,11 @@ from course.figures import attention as F
 from course.lesson import Lesson
 from course.model import model_tag
 from course.notices import attention as N
+from course.notices import toys as TN
 from course.text import num
 from course.tokens import axis_labels, md_labeler, position_label, readable_texts
 from lesson_model.analysis import attention as A
+from lesson_model.analysis import toys
 from lesson_model.decoder import Attention
 
 CAP = cache.CAP     # tokens of the prompt this page runs
@@ -128,6 +131,10 @@ def render() -> None:
                key="sum_chart", height=F.rows_height(query + 2), title_width=WIDE)
     st.caption(page.t("check_caption", w_err=f"{steps.max_weight_error:.1e}", z_err=f"{steps.max_z_error:.1e}"))
 
+    # --- 1b. the classroom analogy: Q, K, V with heights and weights, beside this step ----------
+    toy_found = _toy_section(page, [float(w) for w in weights[: query + 1]], [float(v) for v in steps.scaled[: query + 1]],
+                             md_tok, query, token_texts)
+
     # --- 2. the whole pattern and the lines view ----------------------------------------------
     st.subheader(page.t("pattern_title", head=head_name(layer, head)), anchor=False)
     page.prose("pattern")
@@ -238,6 +245,7 @@ def render() -> None:
             first=md_labeler(long_tokens)(0), g_first=float(demo.last_row[g_layer][:, 0].max()),
             outside_zero=bool(demo.outside_zero[s_layer]), outside_count=demo.outside_count[s_layer],
             per_token=A.sliding_attention_per_token(cfg), linear_per_token=A.linear_macs_per_token(cfg))
+    found += toy_found
     page.notices(found)
     page.try_this(try_examples())
 
@@ -257,6 +265,45 @@ def render() -> None:
                      target=md_tok(order[0])) + "\n\n" + page.t("math_table" if query >= 3 else "math_table_all")
               + "\n" + rows)
     page.code(Attention.forward, A.attention_steps)
+
+
+def _toy_section(page: Lesson, weights: list[float], scaled: list[float], md_tok, query: int,
+                 token_texts: list[str]) -> list:
+    """The height-and-weight analogy, computed (a table), then this head's real step in the same
+    words: its query's three strongest keys with their scaled scores and weights. Returns this
+    section's notices."""
+    st.subheader(page.t("toy.title"), anchor=False)
+    page.prose("toy")
+    left, right = st.columns([3, 2], gap="medium")
+    with right:
+        height = state.url_float("toy_h", page.t("toy.height"), 1.50, 2.00, toys.QUERY_HEIGHT, 0.01,
+                                 help=page.t("toy.height_help"))
+    hw = toys.height_weight(height)
+    names = [page.t(f"toy.name.{i}") for i in range(len(hw.heights))]
+    with left:
+        st.dataframe(pd.DataFrame({
+            page.t("toy.col_name"): names,
+            page.t("toy.col_k"): [f"{h:.2f}" for h in hw.heights],
+            page.t("toy.col_v"): [f"{w:g}" for w in hw.weights],
+            page.t("toy.col_diff"): [f"{d:+.0f}" for d in hw.diffs_cm],
+            page.t("toy.col_score"): [f"{x:.2f}" for x in hw.scores],
+            page.t("toy.col_share"): [f"{a:.1%}" for a in hw.attention],
+            page.t("toy.col_contrib"): [f"{c:.2f}" for c in hw.contributions],
+        }), hide_index=True, width="stretch", key="toy_table")
+    with right:
+        st.metric(page.t("toy.estimate"), page.t("toy.kg", v=f"{hw.estimate:.1f}"))
+    st.markdown(page.t("toy.formula", q=f"{hw.query:.2f}", w=f"{toys.WIDTH_CM:g}"))
+    order = sorted(range(len(weights)), key=lambda j: -weights[j])[:3]
+    st.markdown(page.t("toy.real_title", query=md_tok(query)))
+    st.dataframe(pd.DataFrame({page.t("toy.col_key"): [position_label(token_texts, j) for j in order],
+                               page.t("toy.col_real_score"): [f"{scaled[j]:.2f}" for j in order],
+                               page.t("toy.col_share"): [f"{weights[j]:.1%}" for j in order]}),
+                 hide_index=True, width="stretch", key="toy_real_table")
+    found = TN.height_notice(query=hw.query, heights=hw.heights, weights=hw.weights, attention=hw.attention,
+                             estimate=hw.estimate, names=names)
+    found.append(TN.real_step_notice(query=md_tok(query), best=md_tok(order[0]), weight=weights[order[0]],
+                                     n_keys=len(weights)))
+    return found
 
 
 render()

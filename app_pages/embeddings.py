@@ -11,9 +11,12 @@ import streamlit as st
 import torch
 
 from course import i18n, state, theme
+from course.cache import context as context_cache
 from course.cache import embeddings as cache
+from course.figures.context import context_figure
 from course.figures.embeddings import bar_figure, cosine_heatmap, map_figure, strip_figure
 from course.lesson import Lesson
+from course.notices import context as CN
 from course.notices import embeddings as N
 from course.text import code_span, md_escape
 from course.tokens import axis_labels, label, md_label, plot_label, readable_texts
@@ -265,6 +268,9 @@ def render() -> None:
                                     c0=f"{cos_at(names[0]):.3f}", cl=f"{cos_at(names[1]):.3f}", layers=cfg.n_layers)
                 st.markdown(page.t("order.after", **order_fields))
 
+    # --- 6b. meaning from context: one word in two texts ------------------------------------------------
+    context_found = _context_section(page, lm)
+
     # --- 7. not the "embeddings" an API gives you ------------------------------------------------------------
     with st.expander(page.t("api.title"), icon=":material/help:"):
         page.prose("api")
@@ -289,6 +295,7 @@ def render() -> None:
     found += N.prompt_notices(cos=cos_prompt.tolist(), ids=ids, label=md_at)
     if order_fields:
         found.append(("order.after", order_fields))
+    found += context_found
     page.notices(found)
     page.try_this()
 
@@ -302,6 +309,52 @@ def render() -> None:
               + ("\n\n" + page.t("math_scale", d=cfg.d_model, scale=f"{scale:.4f}", na=f"{float(va.norm()):.3f}",
                                     scaled=f"{float(va.norm()) * scale:.3f}") if cfg.embed_scale else ""))
     page.code(E.cosine_to_all, E.nearest_neighbours, E.analogy_vector, Decoder.embed, Decoder.forward)
+
+
+def _context_section(page: Lesson, lm) -> list:
+    """Meaning from context: the learner's word in two texts, its embedding row (the same) and
+    its vector after each block (moving apart), and the next token after it in each text.
+    Returns this section's notices."""
+    st.subheader(page.t("context.title"), anchor=False)
+    page.prose("context")
+    cols = st.columns([2, 2, 1])
+    text_a = state.url_text("ctx_a", page.t("context.a"), page.t("context.default_a"), max_chars=200,
+                            container=cols[0])
+    text_b = state.url_text("ctx_b", page.t("context.b"), page.t("context.default_b"), max_chars=200,
+                            container=cols[1])
+    word = state.url_text("ctx_word", page.t("context.word"), page.t("context.default_word"), max_chars=20,
+                          container=cols[2], help=page.t("context.word_help"))
+    word = word.strip()
+    missing = CN.missing_notice(word=md_label(word, 20) if word else "", in_a=bool(word) and word in text_a,
+                                in_b=bool(word) and word in text_b)
+    if missing is not None:
+        st.warning(page.t(missing[0], **missing[1]), icon=":material/search_off:")
+        return []
+    result = context_cache.word_context(lm, text_a, text_b, word)
+    if result is None:          # found as text but longer than the section runs
+        st.warning(page.t("context.too_long", n=context_cache.MAX_TOKENS), icon=":material/content_cut:")
+        return []
+    last_a = lm.token_text(result.a.ids[result.a.position])
+    last_b = lm.token_text(result.b.ids[result.b.position])
+    figure, right = st.columns([3, 2], gap="medium")
+    with figure:
+        theme.plot(context_figure(result.embed_cosine, result.raw, result.centred, plot_label(word), page.t),
+                   key="context_chart", height=420)
+        st.caption(page.t("context.caption", layers=lm.cfg.n_layers))
+    with right:
+        st.metric(page.t("context.metric_embed"), f"{result.embed_cosine:.2f}")
+        st.metric(page.t("context.metric_last", block=lm.cfg.n_layers - 1), f"{result.centred[-1]:+.2f}",
+                  help=page.t("context.metric_last_help"))
+        for side, top in (("a", result.top_a), ("b", result.top_b)):
+            st.markdown(page.t(f"context.next_{side}"))
+            st.dataframe(pd.DataFrame({page.t("context.col_token"): [label(lm.token_text(i), 30) for i, _ in top],
+                                       page.t("context.col_p"): [f"{p:.1%}" for _, p in top]}),
+                         hide_index=True, width="stretch", key=f"context_next_{side}")
+    return CN.context_notices(word=md_label(word, 20), pieces_a=result.a.n_pieces, pieces_b=result.b.n_pieces,
+                              last_a=md_label(last_a), last_b=md_label(last_b), same_token=result.same_token,
+                              embed_cos=result.embed_cosine, centred=result.centred, raw=result.raw,
+                              top_a=md_label(lm.token_text(result.top_a[0][0])), p_a=result.top_a[0][1],
+                              top_b=md_label(lm.token_text(result.top_b[0][0])), p_b=result.top_b[0][1])
 
 
 render()

@@ -6,13 +6,15 @@ import streamlit as st
 import torch
 
 from course import controls, state, theme
+from course.cache import context as context_cache
 from course.cache import sampling as cache
 from course.figures import sampling as F
 from course.i18n import current_lang, with_paren
 from course.lesson import Lesson
 from course.notices import sampling as N
+from course.notices import toys as N_TOYS
 from course.text import html_escape, num
-from course.tokens import axis_labels, md_label, next_token_texts, readable_texts
+from course.tokens import axis_labels, label, md_label, next_token_texts, readable_texts
 from lesson_model import sampling as S
 from lesson_model.analysis import sampling_demo as sd
 
@@ -129,6 +131,9 @@ def render() -> None:
         theme.plot(F.temperature_curves_figure(page.t, page.t("curves.real"), temps, real_series, sd.FOUR_TEMPERATURES),
                    key="temperature_curves_real", height=420)
 
+    # --- 3b. the same four words after the toy's own prompt, on the real model --------------------
+    weather_found = _weather_section(page, lm, names)
+
     # --- 4. sample many times ----------------------------------------------------------------------
     st.subheader(page.t("samples_title"), anchor=False)
     page.prose("samples")
@@ -166,6 +171,7 @@ def render() -> None:
                            distinct=hist.distinct, total_variation=hist.total_variation, n_draws=n_draws, seed=seed,
                            label=md_tok),
     ]
+    found += weather_found
     page.notices(found)
 
     # --- try this: each line checked on a run of the model on its own prompt ----------------------
@@ -182,6 +188,40 @@ def render() -> None:
                      p1=f"{float(probs[top_ids[0]]):.4f}", p2=f"{float(probs[second]):.4f}",
                      ratio_check=f"{float(probs[top_ids[0]] / probs[second]):.2f}", others=f"{cfg.vocab_size - 2:,}"))
     page.code(S.warp_logits, S.next_token_distribution, S.sample, sd.distribution_view)
+
+
+def _weather_section(page: Lesson, lm, names: list[str]) -> list:
+    """The toy's four words after the prompt its story comes from (今天天氣很 / The weather today is
+    very), on the real model, at the toy table's temperatures; the model's own first choices
+    beside them. Returns this section's notices."""
+    st.subheader(page.t("weather.title"), anchor=False)
+    prompt = page.t("weather.prompt")
+    st.markdown(page.t("weather.intro", prompt=md_label(prompt)))
+    table = context_cache.weather(lm, prompt, names)
+    temps = table.temperatures
+    toy = sd.temperature_table(temperatures=temps)
+    col_toy = [page.t("weather.col_toy", t=f"{t:g}") for t in temps]
+    col_model = [page.t("weather.col_model", t=f"{t:g}") for t in temps]
+    rows = []
+    for n, word in enumerate(table.words):
+        row = {page.t("weather.col_word"): word.word}
+        row.update({c: f"{r.probs[n]:.1%}" for c, r in zip(col_toy, toy)})
+        row.update({c: f"{p:.1%}" for c, p in zip(col_model, word.probs)})
+        rows.append(row)
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="weather_table")
+    st.markdown(page.t("weather.top_caption"))
+    st.dataframe(pd.DataFrame([{page.t("weather.col_token"): label(lm.token_text(i), 30),
+                                **{c: f"{p:.1%}" for c, p in zip(col_model, probs)}} for i, probs in table.top]),
+                 hide_index=True, width="stretch", key="weather_top")
+    one = temps.index(1.0)
+    word_ids = {w.pieces[0] for w in table.words if len(w.pieces) == 1}
+    top_id, top_probs = table.top[0]
+    return N_TOYS.weather_notices(prompt=md_label(prompt), words=[md_label(w.word) for w in table.words],
+                                  probs_t1=[w.probs[one] for w in table.words],
+                                  merged=[w.merged for w in table.words], pieces=[len(w.pieces) for w in table.words],
+                                  top=md_label(lm.token_text(top_id)), p_top=top_probs[one],
+                                  toy_best=md_label(table.words[0].word), p_toy=toy[one].probs[0],
+                                  top_is_word=top_id in word_ids)
 
 
 render()

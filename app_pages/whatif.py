@@ -122,6 +122,8 @@ def render() -> None:
                                      [plot_label(t) for t in tokens_after[1:]], page.t), key="loss_chart", height=400)
             if sw.shuffle:
                 st.caption(page.t("shuffle_caption"))
+            if sw.no_mask:          # the training setup the mask protects: shift-right
+                st.caption(page.t("shift_right_caption", a=md_label(tokens[0]), b=md_label(tokens[1])))
         else:
             st.info(page.t("one_token"), icon=":material/info:")
         if cmp.stream_sizes:
