@@ -75,7 +75,7 @@ def _spy_run(model, monkeypatch) -> list[int]:
     lengths, run = [], model.run
 
     def spy(x, *args, **kwargs):
-        lengths.append(model.to_ids(x).shape[-1])
+        lengths.append(model.to_ids(x, continues=True).shape[-1])     # a count, whatever x continues
         return run(x, *args, **kwargs)
     monkeypatch.setattr(model, "run", spy)
     return lengths

@@ -176,7 +176,11 @@ def test_default_prompt_claims(open_page, lm):
             assert "only after the last block" in why
         else:
             assert f"after block {start - 1} and stays" in why
-        assert f"contributions: {name} ({float(both[best]):+.2f})" in why
+        part = f"{name} ({float(both[best]):+.2f})"
+        assert f"contributions in size: {part}" in why or (f", and {part}" in why and float(both[best]) < 0)
+        after = why.split(part, 1)[1]
+        # listed with the parts that push the same way: a negative one works against the answer
+        assert after[after.index("pushing it"):].startswith("pushing it up") == (float(both[best]) >= 0), why
     try_run = model_run(lm, catalog["residual.try.4.prompt"])
     top = torch.topk(try_run.logits[0, -1], 4).indices.tolist()
     diff = A.direct_logit_attribution(lm, try_run, top[0], other_token=top[3])
