@@ -103,7 +103,7 @@ def test_gemma_try_this_claims_hold_in_chinese(gemma, lang):
     # 4. The cat: a base model continues the story; the why quotes the sentence it writes.
     prompt, why = gemma_try(lang, 4)
     sentence = {"zh-Hant": "的腿被壓在墊子上，牠的腳下被壓在墊子上", "zh-Hans": "的腿很长，它很累。"}[lang]
-    assert greedy(gemma, prompt, 16).startswith(sentence)
+    assert greedy(gemma, prompt, 20).startswith(sentence)
     assert prompt[-1] + sentence in why
 
 

@@ -60,20 +60,25 @@ def test_bad_url_values_clamp_with_a_note(open_page, lm):
 
 
 def test_no_mask_notice_on_the_default_prompts(open_page, models):
-    """The default prompts, measured: SmolLM2 4.42 -> 0.49 nats (English), Gemma 5.56 -> 2.68 (Chinese)."""
-    for lang, model, word, prompt in (("en", SMOL, "collapses", "The cat sat on the mat because it was tired. The cat"),
-                                      ("zh-Hant", GEMMA, "崩落", "貓坐在墊子上，因為牠累了。貓")):
+    """The default prompts, measured: SmolLM2 4.42 -> 0.49 nats (English); on Gemma the zh-Hant
+    default (牠 since the second Chinese review) falls too, and the notice's word follows the
+    measured drop (崩落 below half, 下降 otherwise)."""
+    for lang, model, prompt in (("en", SMOL, "The cat sat on the mat because it was tired. The cat"),
+                                ("zh-Hant", GEMMA, "貓坐在墊子上，因為牠累了。貓")):
         at = open_page("whatif", lang=lang, model=model)       # the language's default prompt
         assert not errors(at)
         lm = models[model]
         text = text_of(at)
-        assert word in text, text
         cmp = A.run_comparison(lm, lm.encode(prompt), Switches(no_mask=True), 0, 0)
-        assert cmp.mean_after < cmp.mean_before / 2
+        assert cmp.mean_after < cmp.mean_before
+        halved = cmp.mean_after < cmp.mean_before / 2
+        word = {"en": ("collapses", "falls"), "zh-Hant": ("崩落", "損失下降")}[lang][0 if halved else 1]
+        assert word in text, text
+        assert halved or lang != "en"
         assert says(text, "{:.2f}", cmp.mean_before) and says(text, "{:.2f}", cmp.mean_after)
         loss = chart(at, "loss_chart")["data"]
         before, after = arr(loss[0]["y"]), arr(loss[1]["y"])
-        assert after.mean() < before.mean() / 2
+        assert after.mean() < before.mean()
         pattern = chart(at, "pattern_chart")["data"]
         assert arr(pattern[1]["z"])[0, 1:].sum() > 0    # the broken pattern has weight above the diagonal
         assert arr(pattern[0]["z"])[0, 1:].sum() == 0   # the intact one none
