@@ -82,7 +82,7 @@ def _frame(table: D.Table) -> pd.DataFrame:
 def data_table(about: ChartText, key: str) -> None:
     """The chart's collapsed "Data as a table" expander: the description, each table (a big one
     cut, saying so) and a CSV download of every row (made only when clicked)."""
-    with st.expander(t("chart.table"), key=f"table_{key}", icon=":material/table:"):
+    with st.expander(t("chart.table"), key=f"table_{key}", type="compact"):
         st.markdown(md_escape(about.description))
         several = len(about.tables) > 1
         for i, table in enumerate(about.tables):

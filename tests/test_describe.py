@@ -215,3 +215,16 @@ def test_bars_all_below_zero_name_the_lowest_and_one_bar_is_one_bar():
     fig = go.Figure(go.Bar(x=[-0.5, -0.6, -0.1, -0.3], y=["a", "b", "c", "d"], orientation="h"))
     assert say(D.describe(spec(fig))) == "4 bars, all below zero; the lowest: b (-0.6), a (-0.5), d (-0.3)."
     assert say(D.describe(spec(go.Figure(go.Bar(x=["only"], y=[2.5]))))) == "One bar: only (2.5)."
+
+
+def test_a_strip_heatmap_is_a_column_of_its_largest_numbers():
+    z = [[0.0] * 100]
+    z[0][42], z[0][7] = -9.0, 4.0
+    fig = go.Figure(go.Heatmap(z=z, y=["vector"], zmid=0))
+    fig.update_xaxes(title="dimension")
+    sentences = D.describe(spec(fig))
+    assert sentences[0] == ("chart.strip", {"n": "100", "low": "-9", "high": "4"})
+    assert "42 (-9), 7 (4)" in say(sentences)
+    (table,) = D.tables(spec(fig), WORDS)
+    assert table.columns == ["dimension", "vector"] and len(table.all_rows) == 100
+    assert ["7", 4.0] in table.rows and ["42", -9.0] in table.rows and len(table.rows) == D.MAX_ROWS and table.cut[0] == "chart.cut_rows"

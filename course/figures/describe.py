@@ -66,6 +66,21 @@ def values(data) -> list:
     return [values(v) if isinstance(v, (dict, np.ndarray)) or hasattr(v, "tolist") else v for v in data]
 
 
+def grid(data) -> np.ndarray | None:
+    """A heatmap's z as a 2-D float array, gaps (None) as NaN; None when it is not 2-D."""
+    if data is None:
+        return None
+    if isinstance(data, dict) and "bdata" in data:
+        data = values(data)
+    try:
+        z = np.asarray(data, dtype=float)
+    except (TypeError, ValueError):          # ragged rows: padded with gaps
+        rows = [[number_or_none(v) for v in row] for row in values(data)]
+        width = max(map(len, rows), default=0)
+        z = np.array([[np.nan if v is None else v for v in row] + [np.nan] * (width - len(row)) for row in rows])
+    return z if z.ndim == 2 and z.size else None
+
+
 def number_or_none(v) -> float | None:
     """A finite number, or None for a gap (None, NaN, text)."""
     if isinstance(v, bool) or v is None:
@@ -182,7 +197,7 @@ class Series:
     kind: str                     # "bar", "line", "points", "heatmap", "polar"
     name: str
     labels: list[str]             # category / x labels (bar, line, points); heatmap: column labels
-    numbers: list                 # values (bar, line); heatmap: rows of values; points: y values
+    numbers: list                 # values (bar, line); points: y values; heatmap: a 2-D array (NaN: a gap)
     label_title: str = ""         # the label axis's title
     value_title: str = ""         # the value axis's title
     percent: bool = False
@@ -211,14 +226,14 @@ def series(spec: dict, lang: str = "en") -> list[Series]:
         name = plain(trace.get("name")) or subtitles.get((xref, yref), "")
         xaxis, yaxis = _axis(spec, trace, "x"), _axis(spec, trace, "y")
         if kind == "heatmap":
-            z = values(trace.get("z"))
-            if not z or not isinstance(z[0], list):
+            z = grid(trace.get("z"))
+            if z is None:
                 continue
             xt, yt = _ticks(xaxis), _ticks(yaxis)
-            cols = [_label(v, xt, lang) for v in values(trace.get("x"))] or [str(i) for i in range(len(z[0]))]
-            rows = [_label(v, yt, lang) for v in values(trace.get("y"))] or [str(i) for i in range(len(z))]
-            out.append(Series("heatmap", name, cols[: len(z[0])], z, _axis_title(xaxis), _axis_title(yaxis),
-                              _percent(spec, trace, "z"), _suffix(spec, trace, "z"), rows=rows[: len(z)]))
+            cols = [_label(v, xt, lang) for v in values(trace.get("x"))] or [str(i) for i in range(z.shape[1])]
+            rows = [_label(v, yt, lang) for v in values(trace.get("y"))] or [str(i) for i in range(z.shape[0])]
+            out.append(Series("heatmap", name, cols[: z.shape[1]], z, _axis_title(xaxis), _axis_title(yaxis),
+                              _percent(spec, trace, "z"), _suffix(spec, trace, "z"), rows=rows[: z.shape[0]]))
         elif kind in ("bar", "waterfall"):
             horizontal = trace.get("orientation") == "h"
             cat, val = ("y", "x") if horizontal else ("x", "y")
@@ -355,18 +370,15 @@ def _polar(s: Series, lang: str) -> list[Sentence]:
     return [("chart.angle", dict(angle=fmt(round(angles[-1]) % 360, lang)))]
 
 
-def _cells(s: Series) -> list[tuple[float, int, int]]:
-    return [(x, i, j) for i, row in enumerate(s.numbers) for j, v in enumerate(row)
-            if (x := number_or_none(v)) is not None]
-
-
 def _heatmap(s: Series, lang: str) -> list[Sentence]:
-    cells = _cells(s)
-    if not cells:
+    z = s.numbers
+    finite = np.isfinite(z)
+    if not finite.any():
         return []
-    signed = any(c[0] < 0 for c in cells)
-    top = sorted(cells, key=lambda c: -abs(c[0]) if signed else -c[0])[:TOP]
-    n_rows, n_cols = len(s.numbers), max(len(row) for row in s.numbers)
+    signed = bool((z[finite] < 0).any())
+    strength = np.where(finite, np.abs(z) if signed else z, -np.inf).ravel()
+    top = [divmod(int(k), z.shape[1]) for k in np.argsort(-strength, kind="stable")[:TOP] if np.isfinite(strength[k])]
+    n_rows, n_cols = z.shape
 
     def where(i: int, j: int) -> str:
         if n_rows == 1:
@@ -375,8 +387,8 @@ def _heatmap(s: Series, lang: str) -> list[Sentence]:
             return _at(s.rows, i)
         return f"{_at(s.rows, i)} / {_at(s.labels, j)}"
 
-    items = [with_paren(where(i, j), _fmt(s, x, lang), lang) for x, i, j in top]
-    low, high = _fmt(s, min(c[0] for c in cells), lang), _fmt(s, max(c[0] for c in cells), lang)
+    items = [with_paren(where(i, j), _fmt(s, float(z[i, j]), lang), lang) for i, j in top]
+    low, high = _fmt(s, float(z[finite].min()), lang), _fmt(s, float(z[finite].max()), lang)
     shape = (("chart.strip", dict(n=f"{max(n_rows, n_cols):,}", low=low, high=high)) if min(n_rows, n_cols) == 1
              else ("chart.grid", dict(rows=f"{n_rows:,}", cols=f"{n_cols:,}", low=low, high=high)))
     return [shape, ("chart.cells_signed" if signed else "chart.cells", dict(items=join_list(items, lang)))]
@@ -394,13 +406,12 @@ def describe(spec: dict, lang: str = "en") -> list[Sentence]:
     MAX_SERIES traces (named by its legend entry or subplot title when there are several),
     the sentences of its kind; then how many more there are. A figure with no numbers yet
     says so."""
-    found = [s for s in series(spec, lang) if _DESCRIBE[s.kind](s, lang)]
+    found = [(s, sentences) for s in series(spec, lang) if (sentences := _DESCRIBE[s.kind](s, lang))]
     if not found:
         return [("chart.empty", {})]
     out: list[Sentence] = []
     several = len(found) > 1
-    for s in found[:MAX_SERIES]:
-        sentences = _DESCRIBE[s.kind](s, lang)
+    for s, sentences in found[:MAX_SERIES]:
         if several and s.name:
             out.append(("chart.series", dict(name=s.name)))
         out.extend(sentences)
@@ -412,17 +423,21 @@ def describe(spec: dict, lang: str = "en") -> list[Sentence]:
 # --- the tables ---------------------------------------------------------------------------------
 
 
-@dataclass
 class Table:
-    """A chart's numbers as a table: ``columns`` and every row (``all_rows``, for the CSV);
-    ``rows`` the ones shown (all of them, or a cut of a big one: ``cut``)."""
+    """A chart's numbers as a table: ``columns`` and the rows shown (``rows``: all of them, or a
+    cut of a big one, which ``cut`` says in words); ``all_rows`` and ``csv_columns()`` are every
+    row and column, for the CSV (a heatmap's are made only when asked for)."""
 
-    name: str
-    columns: list[str]
-    all_rows: list[list]
-    rows: list[list]
-    cut: Sentence | None = None   # (catalog key, fields) saying what the shown rows are
-    all_columns: list[str] | None = None    # the CSV's columns, when the shown ones are a cut
+    def __init__(self, name: str, columns: list[str], all_rows, rows: list[list], cut: Sentence | None = None,
+                 all_columns: list[str] | None = None):
+        self.name, self.columns, self.rows, self.cut, self.all_columns = name, columns, rows, cut, all_columns
+        self._all = all_rows            # a list of rows, or a function that makes them
+
+    @property
+    def all_rows(self) -> list[list]:
+        if callable(self._all):
+            self._all = self._all()
+        return self._all
 
     def csv_columns(self) -> list[str]:
         return self.all_columns or self.columns
@@ -444,23 +459,29 @@ def _num(v):
     return x if x is not None else None
 
 
+def _cells_of(row) -> list:
+    return [None if not math.isfinite(v) else v for v in row.tolist()]
+
+
 def _heat_table(s: Series, words: dict) -> Table:
-    rows = [list(map(_num, r)) for r in s.numbers]
-    n_rows, n_cols = len(rows), len(rows[0])
+    z = s.numbers
+    n_rows, n_cols = z.shape
+    if n_rows == 1:        # a strip (one vector): a row per number, the largest kept
+        long = [[_at(s.labels, j), v] for j, v in enumerate(_cells_of(z[0]))]
+        return _capped(Table(s.name, [s.label_title or words["label"], s.rows[0] if s.rows and s.rows[0]
+                                      else words["value"]], long, long), strength_col=1, line=False)
     columns = [s.value_title or words["row"], *_unique([_at(s.labels, j) for j in range(n_cols)])]
-    full = [[_at(s.rows, i), *r] for i, r in enumerate(rows)]
-    strength = lambda vs: max((abs(v) for v in vs if v is not None), default=-1.0)   # noqa: E731
-    keep_r = sorted(sorted(range(n_rows), key=lambda i: -strength(rows[i]))[:MAX_ROWS])
-    keep_c = sorted(sorted(range(n_cols), key=lambda j: -strength([rows[i][j] for i in keep_r]))[:MAX_COLUMNS])
-    shown = [[_at(s.rows, i), *[rows[i][j] for j in keep_c]] for i in keep_r]
-    cut = None
-    if len(keep_r) < n_rows or len(keep_c) < n_cols:
-        key = ("chart.cut_both" if len(keep_r) < n_rows and len(keep_c) < n_cols else
-               "chart.cut_rows" if len(keep_r) < n_rows else "chart.cut_cols")
-        cut = (key, dict(rows=f"{len(keep_r):,}", all_rows=f"{n_rows:,}", cols=f"{len(keep_c):,}",
-                         all_cols=f"{n_cols:,}"))
-    return Table(s.name, [columns[0], *[columns[1 + j] for j in keep_c]] if cut else columns, full,
-                 shown if cut else full, cut, columns)
+    full = lambda: [[_at(s.rows, i), *_cells_of(z[i])] for i in range(n_rows)]      # noqa: E731
+    strength = np.where(np.isfinite(z), np.abs(z), -1.0)
+    keep_r = np.sort(np.argsort(-strength.max(axis=1), kind="stable")[:MAX_ROWS])
+    keep_c = np.sort(np.argsort(-strength[keep_r].max(axis=0), kind="stable")[:MAX_COLUMNS])
+    if len(keep_r) == n_rows and len(keep_c) == n_cols:
+        return Table(s.name, columns, full, full())
+    shown = [[_at(s.rows, int(i)), *_cells_of(z[i, keep_c])] for i in keep_r]
+    key = ("chart.cut_both" if len(keep_r) < n_rows and len(keep_c) < n_cols else
+           "chart.cut_rows" if len(keep_r) < n_rows else "chart.cut_cols")
+    cut = (key, dict(rows=f"{len(keep_r):,}", all_rows=f"{n_rows:,}", cols=f"{len(keep_c):,}", all_cols=f"{n_cols:,}"))
+    return Table(s.name, [columns[0], *[columns[1 + int(j)] for j in keep_c]], full, shown, cut, columns)
 
 
 def _series_table(group: list[Series], words: dict) -> Table:
@@ -522,7 +543,7 @@ def tables(spec: dict, words: dict, lang: str = "en") -> list[Table]:
     trace when they share their labels). ``words``: the column names the figure does not give
     (catalog words: row, label, value, series, angle, length)."""
     found = series(spec, lang)
-    out = [_heat_table(s, words) for s in found if s.kind == "heatmap" and s.numbers and s.numbers[0]]
+    out = [_heat_table(s, words) for s in found if s.kind == "heatmap"]
     for kind in ("bar", "line", "points", "polar"):
         group = [s for s in found if s.kind == kind and (s.numbers or s.xs)]
         if group:
