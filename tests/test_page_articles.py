@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from course import i18n
+from course.model import MODEL_TAGS
 from lesson_model.analysis import context as C
 from lesson_model.analysis import toys
 from tests._apptest import GEMMA, MODELS, SMOL, arr, chart, errors, subheaders
@@ -40,9 +41,9 @@ def test_context_section_draws_the_words_two_vectors(open_page, models, model, l
     at = open_page("embeddings", lang=lang, model=model)
     assert not errors(at), errors(at)
     assert t(lang, "embeddings.context.title") in subheaders(at)
-    cat = i18n.catalog(lang)
-    result = C.word_in_contexts(lm, cat["embeddings.context.default_a"], cat["embeddings.context.default_b"],
-                                cat["embeddings.context.default_word"])
+    texts = [i18n.text_in(lang, i18n.lesson_key("embeddings", MODEL_TAGS[model], f"context.{key}"))
+             for key in ("default_a", "default_b", "default_word")]
+    result = C.word_in_contexts(lm, *texts)
     assert result is not None
     lines = chart(at, "context_chart")["data"]
     raw, centred = arr(lines[0]["y"]).tolist(), arr(lines[1]["y"]).tolist()

@@ -13,8 +13,8 @@ read the whole word (under the causal mask a position sees only itself and what 
 
 Centred cosine: at any block the residual vectors of all tokens share a large common part
 (the raw cosine of any two is high), so we subtract, at each block, the mean of every
-position of both texts except the first (position 0's vector is many times longer than the
-others, an attention sink, and would dominate the mean). What is left is what sets this token
+position of both texts except the first (position 0 is the attention sink, which plays a role
+of its own). What is left is what sets this token
 apart from the other tokens of the two texts; its cosine goes negative when the two are
 pulled in opposite directions.
 """
