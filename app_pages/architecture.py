@@ -65,7 +65,7 @@ def render() -> None:
     dec_found = _decoder_only_section(page, lm)
 
     # --- 1. same skeleton, different choices ----------------------------------------------------
-    st.subheader(page.t("card_title"), anchor=False)
+    page.part("card", page.t("card_title"))
     page.prose("card")
     card_rows = cache.cards(tuple(names.values()), _models=models)
     by_key = dict(zip(MODELS, card_rows))
@@ -86,7 +86,7 @@ def render() -> None:
     st.caption(page.t("card.caption", n=len(differ), total=len(AR.CARD_KEYS)))
 
     # --- 2. where the parameters live -------------------------------------------------------------
-    st.subheader(page.t("calc_title"), anchor=False)
+    page.part("calc", page.t("calc_title"))
     page.prose("calc")
     presets = {key: P.config_of(m) for key, m in models.items()} | dict(P.PRESETS)
     with st.container(border=True, key="calc"):
@@ -153,7 +153,7 @@ def render() -> None:
                    key="split_chart", height=230 + 50 * len(rows))
 
     # --- 3. training in one picture ----------------------------------------------------------------
-    st.subheader(page.t("train_title"), anchor=False)
+    page.part("train", page.t("train_title"))
     page.prose("train")
     font = theme.font_family().split(",")[0]
     theme.diagram(F.training_diagram(page.t, font))
@@ -172,7 +172,7 @@ def render() -> None:
     st.page_link(nav.page_file("train"), label=page.t("train_link", title=t("nav.train")), icon=nav.ICONS["train"])
 
     # --- 4. post-training ----------------------------------------------------------------------------
-    st.subheader(page.t("post_title"), anchor=False)
+    page.part("post", page.t("post_title"))
     page.prose("post")
     instruct_key = next((k for k in MODELS if models[k].tokenizer.chat_template is not None), None)
     base_key = next((k for k in MODELS if models[k].tokenizer.chat_template is None), None)

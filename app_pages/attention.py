@@ -117,10 +117,10 @@ def render() -> None:
 
     # --- 1. step by step ----------------------------------------------------------------------
     with figure_area:
-        st.subheader(page.t("steps_title", head=head_name(layer, head), query=md_tok(query)), anchor=False)
-        page.prose("steps")
-        st.markdown(page.t("steps_numbers", d=cfg.d_head, s=f"{cfg.d_head ** 0.5:g}", group=cfg.group_size,
-                           heads=cfg.n_heads, kv=cfg.n_kv_heads, last=cfg.group_size - 1))
+        page.part("steps", page.t("steps_title", head=head_name(layer, head), query=md_tok(query)))
+        page.prose("steps", more=page.t("steps_numbers", d=cfg.d_head, s=f"{cfg.d_head ** 0.5:g}",
+                                        group=cfg.group_size, heads=cfg.n_heads, kv=cfg.n_kv_heads,
+                                        last=cfg.group_size - 1))
         theme.plot(F.qk_figure(steps.q.tolist(), steps.keys[: query + 1].tolist(), labels[: query + 1], qlabel, page.t),
                    key="qk_chart", height=F.rows_height(query + 2), title_width=THREE_QUARTERS)
     theme.plot(F.score_steps_figure(steps.raw.tolist(), steps.scaled.tolist(), weights.tolist(), labels,
@@ -136,7 +136,7 @@ def render() -> None:
                              md_tok, query, token_texts)
 
     # --- 2. the whole pattern and the lines view ----------------------------------------------
-    st.subheader(page.t("pattern_title", head=head_name(layer, head)), anchor=False)
+    page.part("pattern", page.t("pattern_title", head=head_name(layer, head)))
     page.prose("pattern")
     pattern = run.cache[f"blocks.{layer}.attn.hook_pattern"][0, head]          # [q_pos, k_pos]
     left, right = st.columns(2, gap="medium") if n <= SIDE_BY_SIDE else (st.container(), st.container())
@@ -152,7 +152,7 @@ def render() -> None:
             st.caption(page.t("lines_hidden", k=len(drawn), n=query + 1 - len(drawn), pct=f"{max(0.0, rest):.0%}"))
 
     # --- 3. what if the scale is dropped -------------------------------------------------------
-    st.subheader(page.t("scale_title", s=f"{steps.scale:g}"), anchor=False)
+    page.part("scale", page.t("scale_title", s=f"{steps.scale:g}"))
     page.prose("scale")
     st.markdown(page.t("scale_numbers", d=cfg.d_head, s=f"{steps.scale:g}"))
     what_if = A.unscaled_what_if(steps)
@@ -170,7 +170,7 @@ def render() -> None:
                   delta_color="off")
 
     # --- 4. search: which heads link two tokens? ------------------------------------------------
-    st.subheader(page.t("search_title"), anchor=False)
+    page.part("search", page.t("search_title"))
     page.prose("search")
     left, right = st.columns([3, 1], gap="medium")
     with right:
@@ -190,7 +190,7 @@ def render() -> None:
                       icon=":material/visibility:", disabled=(hit.layer, hit.head) == (layer, head))
 
     # --- 5. the sliding window on a long prompt (models that have one) ---------------------------
-    st.subheader(page.t("window_title"), anchor=False)
+    page.part("window", page.t("window_title"))
     page.prose("window")
     pair = A.window_layers(cfg)
     demo = None
@@ -213,7 +213,7 @@ def render() -> None:
         st.caption(page.t(f"window_caption_{source}", n=f"{demo.n:,}", pool=demo.pool, w=f"{demo.window:,}"))
 
     # --- 6. cost ---------------------------------------------------------------------------------
-    st.subheader(page.t("cost_title"), anchor=False)
+    page.part("cost", page.t("cost_title"))
     page.prose("cost")
     crossover = A.crossover_length(cfg)
     top_len = max(cfg.max_position, 2 * n)

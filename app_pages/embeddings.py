@@ -54,7 +54,7 @@ def render() -> None:
         return " ".join(md_label(lm.token_text(i)) for i in pieces)
 
     # --- 1. one row of the table --------------------------------------------------------------------
-    st.subheader(page.t("row.title"), anchor=False)
+    page.part("row", page.t("row.title"))
     figure, controls = page.columns()
     with controls:
         pos = state.url_int("pos", page.t("row.pos"), 0, len(tokens) - 1, min(1, len(tokens) - 1), widget="select",
@@ -87,7 +87,7 @@ def render() -> None:
                            scaled=f"{float(row.norm()) * scale:.3f}"), icon=":material/open_in_full:")
 
     # --- 2. nearest neighbours ------------------------------------------------------------------------
-    st.subheader(page.t("nb.title"), anchor=False)
+    page.part("nb", page.t("nb.title"))
     page.prose("neighbours")
     figure, controls = page.columns()
     with controls:
@@ -118,7 +118,7 @@ def render() -> None:
                          hide_index=True, width="stretch")
 
     # --- 3. analogies ----------------------------------------------------------------------------------
-    st.subheader(page.t("ana.title"), anchor=False)
+    page.part("ana", page.t("ana.title"))
     page.prose("analogy")
 
     words = cache.words(lm, i18n.current_lang())            # Chinese words on Gemma in Chinese
@@ -174,7 +174,7 @@ def render() -> None:
             st.markdown(page.t("ana.with_inputs", token=md_label(first.text), cos=f"{first.cosine:.3f}"))
 
     # --- 4. a map of word groups ----------------------------------------------------------------------
-    st.subheader(page.t("map.title"), anchor=False)
+    page.part("map", page.t("map.title"))
     page.prose("map")
     figure, controls = page.columns()
     with controls:
@@ -218,14 +218,14 @@ def render() -> None:
                 st.caption(page.t("map.caption_3d"))
 
     # --- 5. your prompt's tokens compared ---------------------------------------------------------------
-    st.subheader(page.t("matrix.title"), anchor=False)
+    page.part("matrix", page.t("matrix.title"))
     labels = axis_labels(tokens)
     theme.plot(cosine_heatmap(cos_prompt, labels, labels, page.t("matrix.chart_title"), page.t("matrix.x"),
                               page.t("matrix.y"), page.t("matrix.colorbar"), show_values=len(tokens) <= 14),
                key="prompt_cosines", height=max(380, 170 + 22 * len(tokens)), title_width=70)
 
     # --- 6. order does not exist yet ---------------------------------------------------------------------
-    st.subheader(page.t("order.title"), anchor=False)
+    page.part("order", page.t("order.title"))
     page.prose("order")
     cols = st.columns(2)
     sent_a = state.url_text("order_a", page.t("order.a"), page.t("order.default_a"), max_chars=120, container=cols[0])

@@ -47,7 +47,7 @@ def render() -> None:
         return page.t("unit.b", n=f"{n / BIG:.2f}")
 
     # --- 1. the shape of the MLP ---------------------------------------------------------------
-    st.subheader(page.t("shape_title"), anchor=False)
+    page.part("shape", page.t("shape_title"))
     page.prose("shape")
     diagram, facts = st.columns([3, 2], gap="large", vertical_alignment="center")
     with diagram:
@@ -63,7 +63,7 @@ def render() -> None:
     tokens = page.tokens(lm, cap=CAP)
     texts = readable_texts(tokens)               # byte pieces read as their character (我¹ 我²)
     n_pos = len(tokens)
-    st.subheader(page.t("act_title"), anchor=False)
+    page.part("act", page.t("act_title"))
     page.prose("activations")
     with st.container(border=True, key="ffn_controls"):
         st.caption(page.t("controls_caption"))
@@ -115,7 +115,7 @@ def render() -> None:
                       gap=gap_text(check.gap["bilinear"]), double=f"{check.doubling['bilinear']:.2f}", **ACT))
 
     # --- 3. neuron explorer --------------------------------------------------------------------
-    st.subheader(page.t("neurons_title"), anchor=False)
+    page.part("neurons", page.t("neurons_title"))
     page.prose("neurons")
     top = N.neuron_top_activations(lm, run, layer, pos, k=TOP_NEURONS)
     options = [str(a.neuron) for a in top]
@@ -145,7 +145,7 @@ def render() -> None:
     theme.plot(F.vocab_figure(page.t, promoted, suppressed), key="vocab_chart", height=120 + 32 * VOCAB_K)
 
     # --- 4. where the parameters are -----------------------------------------------------------
-    st.subheader(page.t("params_title"), anchor=False)
+    page.part("params", page.t("params_title"))
     page.prose("params")
     rows = [
         (page.t("params.row.block", name=html_escape(lm.name)), block_parts(mine)),
@@ -156,7 +156,7 @@ def render() -> None:
     theme.plot(F.params_figure(page.t, rows, big_number), key="params_chart", height=theme.presenter_height(420), title_width=WIDE)
 
     # --- 5. mixture of experts -----------------------------------------------------------------
-    st.subheader(page.t("moe_title"), anchor=False)
+    page.part("moe", page.t("moe_title"))
     page.prose("moe")
     mixtral = P.PRESETS["mixtral-8x7b"]
     figure_area, controls = page.columns()

@@ -76,7 +76,7 @@ def render() -> None:
     kwargs = settings.kwargs()
 
     # --- 1. step through -----------------------------------------------------------------------------
-    st.subheader(page.t("steps_title"), anchor=False)
+    page.part("steps", page.t("steps_title"))
     page.prose("loop")
     if not has_chat:
         st.caption(page.t("base_note", name=lm.bundled.name, eos=eos_names))
@@ -185,7 +185,7 @@ def render() -> None:
         st.caption(page.t("table_caption"))
 
     # --- 2. the KV cache -------------------------------------------------------------------------------
-    st.subheader(page.t("kv_title"), anchor=False)
+    page.part("kv", page.t("kv_title"))
     page.prose("kv")
     per_token = gd.kv_bytes(cfg, 1)
     if cfg.sliding_layers:          # most layers attend only to a window of recent positions
@@ -242,7 +242,7 @@ def render() -> None:
         st.caption(page.t("time.hint"))
 
     # --- 3. speculative decoding -----------------------------------------------------------------------
-    st.subheader(page.t("spec_title"), anchor=False)
+    page.part("spec", page.t("spec_title"))
     page.prose("spec")
     row = st.columns(2)
     draft_default = min(max(1, round(cfg.n_layers * DRAFT_SHARE)), cfg.n_layers - 1)

@@ -78,7 +78,7 @@ def render() -> None:
     globals_text = join_list(str(layer) for layer in range(cfg.n_layers) if cfg.window(layer) is None)
 
     # --- 1. every head of one layer --------------------------------------------------------------
-    st.subheader(page.t("grid_title"), anchor=False)
+    page.part("grid", page.t("grid_title"))
     page.prose("grid")
     if n < 2:
         st.info(page.t("one_token", token=md_tok(0)), icon=":material/info:")
@@ -107,7 +107,7 @@ def render() -> None:
               [page.t("layer_window_fits" if n <= window else "layer_window", layer=layer, w=window, w1=window - 1, n=n)])]))
 
     # --- 2. the layer x head map -------------------------------------------------------------------
-    st.subheader(page.t("overview_title"), anchor=False)
+    page.part("overview", page.t("overview_title"))
     page.prose("overview")
     if measure == "induction" and not has_repeats:
         st.info(page.t("no_repeats"), icon=":material/info:")
@@ -131,7 +131,7 @@ def render() -> None:
                    key="open_chart", height=260 + 16 * n)
 
     # --- 3. every head reads the whole vector ---------------------------------------------------------
-    st.subheader(page.t("whole_title", d=cfg.d_model), anchor=False)
+    page.part("whole", page.t("whole_title", d=cfg.d_model))
     page.prose("whole")
     bounds = H.slice_bounds(cfg)
     if cfg.d_model == cfg.n_heads * cfg.d_head:
@@ -159,8 +159,8 @@ def render() -> None:
 
     # --- 4. grouped-query attention ----------------------------------------------------------------------
     kind = K.shape_of(cfg, lm.name).kind          # "GQA" (SmolLM2: 9 query heads, 3 K/V heads), "MQA" (Gemma: 4, 1)
-    st.subheader(page.t("gqa_title_mqa" if kind == "MQA" else "gqa_title_mha" if kind == "MHA" else "gqa_title",
-                        h=cfg.n_heads, kv=cfg.n_kv_heads), anchor=False)
+    page.part("gqa", page.t("gqa_title_mqa" if kind == "MQA" else "gqa_title_mha" if kind == "MHA" else "gqa_title",
+                     h=cfg.n_heads, kv=cfg.n_kv_heads))
     page.prose("gqa")
     st.markdown(page.t("gqa_this_mqa" if kind == "MQA" else "gqa_this_mha" if kind == "MHA" else "gqa_this",
                        name=lm.name, h=cfg.n_heads, kv=cfg.n_kv_heads, g=cfg.group_size))
@@ -193,7 +193,7 @@ def render() -> None:
         st.caption(page.t("gqa_check", heads=check_heads, g=group, err=f"{same_keys_check:.1e}"))
 
     # --- 5. the KV cache and its memory -------------------------------------------------------------------
-    st.subheader(page.t("kv_title"), anchor=False)
+    page.part("kv", page.t("kv_title"))
     page.prose("kv")
     this = K.shape_of(cfg, lm.name)
     shapes = {"this": this, **K.PRESETS}

@@ -273,7 +273,7 @@ def render() -> None:
                      icon=":material/arrow_forward:", icon_position="right")
 
     # --- 1. the loop -------------------------------------------------------------------------
-    st.subheader(page.t("loop_title"), anchor=False)
+    page.part("loop", page.t("loop_title"))
     page.prose("loop")
     svg, natural_width = loop_svg(page, cfg)
     st.image(svg, width=natural_width, alt=loop_alt(page, cfg))
@@ -289,7 +289,7 @@ def render() -> None:
                               help=t(f"about.{lesson}"))
 
     # --- 2. the model card --------------------------------------------------------------------
-    st.subheader(page.t("card.title", name=md_escape(lm.name)), anchor=False)
+    page.part("card", page.t("card.title", name=md_escape(lm.name)))
     page.prose("card")
     counts = lm.param_counts()
     facts = [
@@ -306,7 +306,7 @@ def render() -> None:
         st.markdown(page.t("card.licence", licence=spec.licence))   # the registry's own line
 
     # --- 3. live demo -------------------------------------------------------------------------
-    st.subheader(page.t("demo.title"), anchor=False)
+    page.part("demo", page.t("demo.title"))
     page.prose("demo")
     tokens = page.tokens(lm, cap=CAP)
     ids = tuple(tok.id for tok in tokens)

@@ -50,7 +50,7 @@ def render() -> None:
     cfg = lm.cfg
 
     # --- 1. A B ... A -> B on the learner's text --------------------------------------------------
-    st.subheader(page.t("text_title"), anchor=False)
+    page.part("text", page.t("text_title"))
     page.prose("text")
     tokens = page.tokens(lm, cap=CAP)
     n = len(tokens)
@@ -90,7 +90,7 @@ def render() -> None:
                    rank=int((first_probs > first_probs[b_id]).sum()) + 1)]))
 
     # --- 2. the standard test: repeated random tokens -------------------------------------------------
-    st.subheader(page.t("random_title"), anchor=False)
+    page.part("random", page.t("random_title"))
     page.prose("random")
     st.page_link(nav.page_file("train"), label=page.t("train_link"), icon=":material/model_training:")
     figure_area, controls = page.columns()
@@ -120,12 +120,12 @@ def render() -> None:
     st.caption(page.t("stripes_caption", n=seq_len, last=2 * seq_len - 1))
 
     # --- 3. the loss on each copy ----------------------------------------------------------------------
-    st.subheader(page.t("loss_title"), anchor=False)
+    page.part("loss", page.t("loss_title"))
     page.prose("loss")
     theme.plot(F.loss_figure(exp.loss_first.tolist(), exp.loss_second.tolist(), page.t), key="loss_chart", height=400)
 
     # --- 4. knock them out -------------------------------------------------------------------------------
-    st.subheader(page.t("ablation_title"), anchor=False)
+    page.part("ablation", page.t("ablation_title"))
     page.prose("ablation")
     figure_area, controls = page.columns()
     with controls:
@@ -148,7 +148,7 @@ def render() -> None:
     # --- 5. which heads do it on the learner's text ----------------------------------------------------------
     top_set = {(layer, head) for layer, head, _ in ranked[:k]}
     if site is not None:
-        st.subheader(page.t("site_title", a=md_tok(site.query), b=md_tok(site.targets[-1])), anchor=False)
+        page.part("site", page.t("site_title", a=md_tok(site.query), b=md_tok(site.targets[-1])))
         page.prose("site")
         flat = site.grid.flatten()
         order = torch.argsort(flat, descending=True)[:SITE_TOP]

@@ -78,7 +78,7 @@ def render() -> None:
         return page.t(f"kind.{b.kind}", base=f"{b.base:,.0f}")
 
     # --- 1. absolute: sinusoidal waves and clock hands ---------------------------------------------------
-    st.subheader(page.t("sin.title"), anchor=False)
+    page.part("sin", page.t("sin.title"))
     page.prose("sinusoidal")
     n_sin = max(SIN_POSITIONS, n)
     pe = R.sinusoidal_encoding(n_sin, SIN_D)
@@ -93,7 +93,7 @@ def render() -> None:
         theme.plot(waves_figure(pe, wave_dims, wave_names, page.t("sin.waves_title"), page.t("sin.y"), page.t("sin.value")),
                    key="sin_waves", height=theme.presenter_height(460))
 
-    st.subheader(page.t("clock.title"), anchor=False)
+    page.part("clock", page.t("clock.title"))
     page.prose("clock")
     # The position and three hands' arithmetic in a row above, so the dial gets the page's full width.
     row = st.columns(4, gap="medium")
@@ -121,7 +121,7 @@ def render() -> None:
         page.prose("learned")
 
     # --- 2. RoPE: the frequency ladder ---------------------------------------------------------------------
-    st.subheader(page.t("ladder.title"), anchor=False)
+    page.part("ladder", page.t("ladder.title"))
     page.prose("rope")
     page.prose("bases")
 
@@ -141,7 +141,7 @@ def render() -> None:
         st.caption(page.t(f"ladder.caption_{b.kind}" if two_bases else "ladder.caption", **base_fields(b)))
 
     # --- 3. a real query turning -----------------------------------------------------------------------------
-    st.subheader(page.t("turn.title"), anchor=False)
+    page.part("turn", page.t("turn.title"))
     ex = R.rotate_pair([3.0, 0.0], math.radians(DEGREES)).tolist()        # the worked example: [2.598, 1.5]
     left, right = st.columns([2, 3], gap="medium", vertical_alignment="center")
     with left:
@@ -183,7 +183,7 @@ def render() -> None:
     norm_error = float((track.after.norm(dim=1) - track.before.norm(dim=1)).abs().max())
 
     # --- 4. the relative-position property --------------------------------------------------------------------
-    st.subheader(page.t("rel.title"), anchor=False)
+    page.part("rel", page.t("rel.title"))
     page.prose("relative")
     control, note = st.columns([1, 2], gap="medium", vertical_alignment="bottom")
     with control:
@@ -212,7 +212,7 @@ def render() -> None:
                    key="relative_curve", height=480)
 
     # --- 5. where RoPE acts --------------------------------------------------------------------------------------
-    st.subheader(page.t("where.title"), anchor=False)
+    page.part("where", page.t("where.title"))
     page.prose("where")
     diagram_labels = {key: page.t(f"where.node.{key}") for key in
                       ("resid", "norm", "wq", "wk", "wv", "qnorm", "knorm", "rope_q", "rope_k", "scores", "mix", "wo",

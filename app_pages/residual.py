@@ -57,7 +57,7 @@ def render() -> None:
         return cache.depth_label(page.t, depth)
 
     # --- 1. the running sum -------------------------------------------------------------------
-    st.subheader(page.t("sum_title"), anchor=False)
+    page.part("sum", page.t("sum_title"))
     page.prose("sum")
     with st.container(border=True, key="residual_controls"):
         c1, c2, c3 = st.columns([3, 2, 2], gap="medium", vertical_alignment="bottom")
@@ -77,7 +77,7 @@ def render() -> None:
     biggest = int(along.argmax())                    # the part adding most along the final direction (> 0)
 
     # --- 2. how big the stream gets -------------------------------------------------------------
-    st.subheader(page.t("norms_title"), anchor=False)
+    page.part("norms", page.t("norms_title"))
     page.prose("norms")
     norms = NO.residual_norms(lm, run)                                   # [n_layers + 1, pos]
     depths = [depth_label(d) for d in range(cfg.n_layers + 1)]
@@ -112,7 +112,7 @@ def render() -> None:
     st.info(massive_line, icon=":material/bolt:")
 
     # --- 3. logit lens --------------------------------------------------------------------------
-    st.subheader(page.t("lens_title"), anchor=False)
+    page.part("lens", page.t("lens_title"))
     page.prose("lens")
     lens_note, lens_control = st.columns([3, 1], gap="medium", vertical_alignment="bottom")
     with lens_control:
@@ -141,7 +141,7 @@ def render() -> None:
     echo = sum(1 for j, p in enumerate(window) if top_ids[0][j] == ids[p])   # embedding row reads back its own token
 
     # --- 4. direct logit attribution -------------------------------------------------------------
-    st.subheader(page.t("dla_title"), anchor=False)
+    page.part("dla", page.t("dla_title"))
     page.prose("dla")
     cand_ids, cand_probs = cache.candidates(lm, run, pos)
     figure_area, controls = page.columns()
@@ -178,7 +178,7 @@ def render() -> None:
                   help=page.t("heads.sum_help", layer=head_layer, attn=f"{float(dla.attn[head_layer]):+.3f}"))
 
     # --- 5. normalization ------------------------------------------------------------------------
-    st.subheader(page.t("norm_title"), anchor=False)
+    page.part("norm", page.t("norm_title"))
     page.prose("normalization")
     figure_area, controls = page.columns()
     with controls:

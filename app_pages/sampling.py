@@ -52,7 +52,7 @@ def render() -> None:
 
 
     # --- 1. the last vector -> logits -> probabilities --------------------------------------------
-    st.subheader(page.t("last_title"), anchor=False)
+    page.part("last", page.t("last_title"))
     page.prose("last")
     vector = sd.final_vector(lm, run)                     # [d_model]
     m = st.columns(4)
@@ -72,7 +72,7 @@ def render() -> None:
                key="logit_hist", height=360)
 
     # --- 2. temperature, top-k, top-p ---------------------------------------------------------------
-    st.subheader(page.t("settings_title"), anchor=False)
+    page.part("settings", page.t("settings_title"))
     page.prose("settings")
     slots = st.columns(3)
     settings = controls.settings_controls([*slots, st], with_seed=False)
@@ -96,7 +96,7 @@ def render() -> None:
         st.caption(page.t("cum.beyond", n=f"{view.n_kept:,}", shown=CURVE_SHOWN))
 
     # --- 3. the four-candidate example ------------------------------------------------------------
-    st.subheader(page.t("four_title"), anchor=False)
+    page.part("four", page.t("four_title"))
     page.prose("four")
     names = [page.t(f"four.{w}") for w, _ in sd.FOUR_CANDIDATES]
     toy_logits = [v for _, v in sd.FOUR_CANDIDATES]
@@ -135,7 +135,7 @@ def render() -> None:
     weather_found = _weather_section(page, lm, names)
 
     # --- 4. sample many times ----------------------------------------------------------------------
-    st.subheader(page.t("samples_title"), anchor=False)
+    page.part("samples", page.t("samples_title"))
     page.prose("samples")
     slots = st.columns(3)
     n_draws = state.url_int("samples", page.t("samples.n"), 1, N_MAX, 200, widget="number",

@@ -55,7 +55,7 @@ def render() -> None:
     bos = lm.token_text(lm.tokenizer.bos_id) if lm.tokenizer.bos_id is not None else None
 
     # --- 1. the prompt as tokens -----------------------------------------------------------------
-    st.subheader(page.t("chips.title"), anchor=False)
+    page.part("chips", page.t("chips.title"))
     figure, controls = page.columns()
     with controls:
         show_ids = state.url_bool("ids", page.t("chips.show_ids"), False, help=page.t("chips.show_ids_help"))
@@ -112,7 +112,7 @@ def render() -> None:
         }), hide_index=True, width="stretch", height=min(400, 38 + 35 * len(tokens)))
 
     # --- 2. the same sentence in English and Chinese ------------------------------------------------
-    st.subheader(page.t("cost.title"), anchor=False)
+    page.part("cost", page.t("cost.title"))
     page.prose("cost")
     series = [page.t("cost.series_en"), page.t("cost.series_hant"), page.t("cost.series_hans")]
     parallel = [[T.text_counts(lm, s) for s in row] for row in PARALLEL]
@@ -139,7 +139,7 @@ def render() -> None:
                    key="cost_mine", height=320)
 
     # --- 3. strawberry ---------------------------------------------------------------------------
-    st.subheader(page.t("letters.title"), anchor=False)
+    page.part("letters", page.t("letters.title"))
     page.prose("letters")
     figure, controls = page.columns()
     with controls:
@@ -174,7 +174,7 @@ def render() -> None:
         st.markdown(page.t(key, **fields))
 
     # --- 4. special tokens and the chat template ----------------------------------------------------
-    st.subheader(page.t("chat.title"), anchor=False)
+    page.part("chat", page.t("chat.title"))
     page.prose("chat")
     templated = T.has_chat_template(lm)
     eos = sorted(lm.eos_token_ids)
@@ -225,7 +225,7 @@ def render() -> None:
         st.markdown(page.t("chat.inject_none", example=code_span(example or (lm.token_text(eos[0]) if eos else "—"))))
 
     # --- 5. the vocabulary ---------------------------------------------------------------------------
-    st.subheader(page.t("vocab.title"), anchor=False)
+    page.part("vocab", page.t("vocab.title"))
     cols = st.columns(5 if facts.n_chars else 4)
     cols[0].metric(page.t("vocab.size"), f"{facts.size:,}")
     cols[1].metric(page.t("vocab.special"), f"{len(facts.special):,}")

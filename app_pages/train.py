@@ -210,7 +210,7 @@ def render() -> None:
 
     # --- inside the heads, after training ------------------------------------------------------------------------
     if result is not None and result.checkpoints and result.history:
-        st.subheader(page.t("heads_title"), anchor=False)
+        page.part("heads", page.t("heads_title"))
         page.prose("heads")
         ckpt_steps = [c.step for c in result.checkpoints]
         if st.session_state.get("ckpt") not in ckpt_steps:

@@ -87,7 +87,7 @@ def render() -> None:
 
     # --- the attention pattern shown: by default the head whose pattern changed the most ----------
     loss_area = st.container()           # filled below (the loss chart needs no head, the comparison does)
-    st.subheader(page.t("pattern_subheader"), anchor=False)
+    page.part("pattern", page.t("pattern_subheader"))
     layer_column, head_column, _ = st.columns([1, 1, 2], gap="medium")
     best = A.most_changed_head(patterns_before, patterns_after)
     with layer_column:

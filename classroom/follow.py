@@ -4,7 +4,9 @@ link (``?class=CODE``) and see what the teacher shows, each in their own languag
 - The teacher's session holds the class's secret (never in a URL); ``after_run`` publishes
   its view at the end of every run: the page, and every URL parameter of the run except
   ``lang`` (and ``class`` / ``present``, which describe the visitor, not the view), with the
-  prompt and the model always included. Only that session can change or end the class.
+  prompt and the model always included, and ``section`` when the teacher jumped to a part of
+  the page (classroom/presenter.py: a follower's run scrolls there once). Only that session
+  can change or end the class.
 - A student's session polls in a fragment (``run_every=1``): when the class's view has a
   newer version it opens it exactly as if the student had opened the teacher's link: the
   page's URL-bound controls forget their values (course.state.forget_values) and read the

@@ -232,8 +232,9 @@ def lesson_footer(url_path: str) -> None:
         prev = nav.PAGES[i - 1]
         left.page_link(nav.page_file(prev), label=t("lesson.prev", title=t(f"nav.{prev}")),
                        icon=":material/arrow_back:")
-    if i > 0:
-        middle.caption(t("lesson.progress", n=i, total=len(nav.PAGES) - 1))
+    where = presenter.place_text(page)          # "Lesson 4 of 11", "Lab 1 of 2" (course/nav.py)
+    if where:
+        middle.caption(where)
     if i + 1 < len(nav.PAGES):
         nxt = nav.PAGES[i + 1]
         key = "lesson.start" if i == 0 else "lesson.next"

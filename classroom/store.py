@@ -60,7 +60,8 @@ class StoreUnavailable(ClassStoreError):
 
 @dataclass(frozen=True)
 class View:
-    """What the teacher shows: a page id, its URL parameters (strings), a version."""
+    """What the teacher shows: a page id, its URL parameters (strings: the prompt, the model,
+    the page's controls, ``section`` when the teacher jumped to a part of the page), a version."""
     page: str
     params: dict[str, str]
     version: int

@@ -10,6 +10,12 @@
     page.math()                                # The math: the "math" section (+ worked example)
     page.code(lesson_model.decoder.Attention.forward)   # In the code
 
+A page's parts are its sections: ``page.part("pattern", title)`` draws the part's heading with
+an anchor (``section-pattern``) and lists it for this run, as ``header``, ``notice`` and
+``try_this`` do for theirs. Presenter mode (classroom/presenter.py) offers the list to jump
+to, a jump is the URL's ``?section=``, and a teacher's jump is shared with the class. In
+presenter mode a part's prose is folded under its heading, so the part's chart is on screen.
+
 See docs/PAGES.md.
 """
 
@@ -17,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from collections.abc import Hashable, Iterable, Sequence
 
 import streamlit as st
@@ -28,9 +35,49 @@ from course.text import md_escape, shorten
 from server.models import CachedRun, cached_run
 
 
+_SECTIONS = "_lesson_sections"    # this run's parts: [(section id, title as plain text)]
+_FOLD = "_lesson_fold"            # fold prose under its heading (presenter mode, set by classroom/presenter.py)
+INTRO, NOTICE, TRY = "intro", "notice", "try"    # the sections every lesson has
+
+
+def begin_sections(fold_prose: bool = False) -> None:
+    """Start this run's list of sections (classroom/presenter.py, before the page runs);
+    ``fold_prose``: a part's prose is drawn folded (presenter mode)."""
+    st.session_state[_SECTIONS] = []
+    st.session_state[_FOLD] = bool(fold_prose)
+
+
+def sections() -> list[tuple[str, str]]:
+    """The sections this run drew so far, in page order: (id, title as plain text)."""
+    return list(st.session_state.get(_SECTIONS, []))
+
+
+def anchor(section_id: str) -> str:
+    """The HTML id of a section's heading."""
+    return f"section-{section_id}"
+
+
+_MARKUP = re.compile(r"\\(?=[^\sA-Za-z0-9])|`|\*\*")
+
+
+def plain(title: str) -> str:
+    """A Markdown heading as plain text for a list of sections (no backticks, bold or escapes)."""
+    return _MARKUP.sub("", title)
+
+
+def _add_section(section_id: str, title: str) -> str:
+    if not section_id.replace("_", "").isalnum() or not section_id.isascii():
+        raise ValueError(f"section id {section_id!r}: letters, digits and _ only")
+    found = st.session_state.setdefault(_SECTIONS, [])
+    if all(known != section_id for known, _ in found):
+        found.append((section_id, plain(title)))
+    return anchor(section_id)
+
+
 class Lesson:
     def __init__(self, page: str):
         self.page = page
+        self._prose_slot = None          # presenter mode: beside the last heading, for its prose
 
     # --- text ---------------------------------------------------------------------------
     def t(self, key: str, **fields) -> str:
@@ -47,13 +94,49 @@ class Lesson:
             return i18n.section(self.page, variant)
         return i18n.section(self.page, section_id)
 
-    def prose(self, section_id: str) -> None:
-        st.markdown(self.section(section_id))
+    def prose(self, section_id: str, more: str | None = None) -> None:
+        """A prose section, and ``more`` Markdown of this run that goes with it (drawn after
+        it). In presenter mode they are folded (the teacher tells them, the part's chart comes
+        first on the screen): a button beside the part's heading that opens the text, or an
+        expander where no heading was just drawn."""
+        text = self.section(section_id)
+        if not st.session_state.get(_FOLD):
+            st.markdown(text)
+            if more:
+                st.markdown(more)
+            return
+        if more:
+            text = text + "\n\n" + more
+        slot, self._prose_slot = getattr(self, "_prose_slot", None), None
+        if slot is not None:
+            with slot.popover(t("lesson.prose_folded"), icon=":material/notes:", width="stretch"):
+                st.markdown(text)
+        else:
+            with st.expander(t("lesson.prose_folded"), icon=":material/notes:"):
+                st.markdown(text)
+
+    def _heading(self, draw) -> None:
+        """Draw a heading; in presenter mode beside it the place for the next prose's button."""
+        if st.session_state.get(_FOLD):
+            left, right = st.columns([4, 1.25], vertical_alignment="center")
+            with left:
+                draw()
+            self._prose_slot = right.empty()
+        else:
+            draw()
+
+    def part(self, section_id: str, title: str) -> None:
+        """A part of the lesson: its heading (Markdown), with an anchor and listed among the
+        page's sections (presenter mode jumps to it, and shares a teacher's jump)."""
+        anchor_id = _add_section(section_id, title)
+        self._heading(lambda: st.subheader(title, anchor=anchor_id))
 
     # --- the pattern ----------------------------------------------------------------------
     def header(self) -> None:
         """Title and the "intro" section: what this step of the model does."""
-        st.title(t(f"nav.{self.page}"))
+        title = t(f"nav.{self.page}")
+        anchor_id = _add_section(INTRO, title)
+        self._heading(lambda: st.title(title, anchor=anchor_id))
         self.prose("intro")
 
     def model(self):
@@ -103,7 +186,7 @@ class Lesson:
     def notice(self, observations: Sequence[str]) -> None:
         """What to notice: Markdown sentences computed from this run (escape token text with
         course.tokens.md_label)."""
-        st.subheader(t("lesson.notice"), anchor=False)
+        st.subheader(t("lesson.notice"), anchor=_add_section(NOTICE, t("lesson.notice")))
         st.markdown("\n".join(f"- {line}" for line in observations))
 
     def try_this(self, examples: Sequence[tuple] | None = None, *, set_prompt: bool = True) -> None:
@@ -114,7 +197,7 @@ class Lesson:
         the button's label and a click sets the values alone (a lab page that reads no prompt)."""
         if examples is None:
             examples = [(self.t(f"try.{n}.prompt"), self.t(f"try.{n}.why")) for n in self.try_numbers()]
-        st.subheader(t("lesson.try"), anchor=False)
+        st.subheader(t("lesson.try"), anchor=_add_section(TRY, t("lesson.try")))
         for n, (label, why, *values) in enumerate(examples):
             left, right = st.columns([2, 3], vertical_alignment="center")
             left.button(md_escape(shorten(label, 60)), key=f"try_{n}", on_click=_start_example,

@@ -40,6 +40,22 @@ NO_MODEL = frozenset({"train"})
 PAGES: list[str] = [page for _, pages in SECTIONS for page, _ in pages]
 ICONS: dict[str, str] = {page: icon for _, pages in SECTIONS for page, icon in pages}
 
+# The two labs close the course; every page between home and them is a lesson. Footers, the
+# presenter header and home's "eleven lessons, then two labs" count from these
+# (tests/test_nav.py checks home's prose against them in every language).
+LABS: tuple[str, ...] = ("whatif", "train")
+LESSONS: list[str] = [page for page in PAGES if page != HOME and page not in LABS]
+
+
+def place(page: str) -> tuple[str, int, int] | None:
+    """Where ``page`` sits in the course: ("lesson", n, len(LESSONS)) or ("lab", n, len(LABS)),
+    counted from 1; None for home and for a page the course does not list."""
+    if page in LESSONS:
+        return "lesson", LESSONS.index(page) + 1, len(LESSONS)
+    if page in LABS:
+        return "lab", LABS.index(page) + 1, len(LABS)
+    return None
+
 
 def page_file(page: str) -> str:
     """Path of a page's script, relative to the repository root (where app.py is)."""

@@ -392,3 +392,36 @@ def test_a_session_guessing_codes_is_stopped_and_a_session_starting_classes_too(
     teacher.button(key="class_start").click().run()
     assert "_class_teach" not in teacher.session_state
     assert i18n.catalog("en")["classroom.too_many_classes"][:20] in warnings(teacher)
+
+
+def test_the_teachers_section_reaches_the_followers(warm_app, fresh_store):
+    """A presenting teacher jumps to a section (the header's list): the section is part of the
+    class's view in the store (``section``, with page, prompt, model), and a follower opens it:
+    their run claims it and scrolls their browser there (classroom/presenter.py)."""
+    from classroom import presenter
+    teacher = new_session(warm_app, "en", present="1")
+    code, _ = start_class(teacher)
+    teacher.switch_page(nav.page_file("residual")).run()
+    no_errors(teacher)
+    student = new_session(warm_app, "zh-Hant", **{"class": code})
+    assert on_page(student) == "residual" and student.query_params.get("section") is None
+
+    teacher.selectbox(key=presenter.PICK).select("lens").run()
+    no_errors(teacher)
+    view = fresh_store.view(code)
+    assert view.page == "residual" and view.params["section"] == "lens"
+    student.run()
+    no_errors(student)
+    assert on_page(student) == "residual" and student.session_state["_lang"] == "zh-Hant"
+    assert student.session_state["_url.section"] == ("residual", "lens")
+    assert student.query_params["section"] in ("lens", ["lens"])
+    assert 'const id = "section-lens"' in html_of(student)           # the student's browser is taken there
+    assert "present" not in student.query_params                     # the student's own layout stays
+
+    # The teacher moves on: the next page starts at its top, for the class too.
+    teacher.button(key="present_next").click().run()
+    assert "section" not in fresh_store.view(code).params
+    student.run()
+    no_errors(student)
+    assert on_page(student) == "sampling" and "section" not in student.query_params
+    assert 'const id = "section-' not in html_of(student)

@@ -101,20 +101,96 @@ def test_previous_and_next_go_to_the_neighbouring_lessons(present, page):
         assert url_value(at, "present") == "1"
 
 
+PROMPT_LABEL = i18n.catalog("en")["present.prompt"].split("{")[0]      # "**Prompt:** "
+
+
+def header_line(at) -> str:
+    """The header's middle line: where the page is in the course, then the prompt."""
+    lines = [m.value for m in at.markdown if PROMPT_LABEL in m.value or "Lesson " in m.value or "Lab " in m.value]
+    assert lines, [m.value for m in at.markdown][:5]
+    return lines[0]
+
+
 def test_compact_header_escapes_the_prompt(present):
     at = present("tokens", prompt=XSS)
     assert not errors(at)
-    header = [m.value for m in at.markdown if m.value.startswith(i18n.catalog("en")["present.prompt"].split("{")[0])]
-    assert len(header) == 1
-    shown = header[0]
-    assert "\\<img" in shown and not re.search(r"(?<!\\)[<*\[$]", shown.split("**", 2)[2])   # all escaped
+    line = header_line(at)
+    assert line.startswith("**Lesson 1 of 11** · ")
+    shown = line.split(PROMPT_LABEL, 1)[1]
+    assert "\\<img" in shown and not re.search(r"(?<!\\)[<*\[$]", shown)   # all escaped
     assert "\\*\\*bold\\*\\*" in shown and "\\[link\\]" in shown and "\\$x\\$" in shown
 
 
 def test_compact_header_cuts_a_long_prompt(present):
     at = present("tokens", prompt="word " * 200)
-    header = [m.value for m in at.markdown if m.value.startswith("**Prompt:**")][0]
-    assert len(header) < presenter.PROMPT_CHARS + 40 and header.endswith("…")
+    shown = header_line(at).split(PROMPT_LABEL, 1)[1]
+    assert len(shown) <= presenter.PROMPT_CHARS and shown.endswith("…")
+
+
+@pytest.mark.parametrize("page, where", [("attention", "**Lesson 4 of 11**"), ("whatif", "**Lab 1 of 2**"),
+                                         ("train", "**Lab 2 of 2**")])
+def test_header_says_where_the_page_is_and_no_prompt_on_the_training_lab(present, page, where):
+    at = present(page, prompt="A prompt the training lab does not read")
+    assert not errors(at)
+    line = header_line(at)
+    assert line.startswith(where)
+    assert (PROMPT_LABEL in line) == (page not in nav.NO_MODEL)
+    assert where.strip("*") in [c.value for c in at.caption]                  # the footer says it too
+
+
+def scrolls_to(at) -> list[str]:
+    """The sections this run's scroll script goes to."""
+    return re.findall(r'const id = "section-(\w+)"', "\n".join(e.value for e in at.get("html")))
+
+
+def test_sections_listed_in_page_order_and_a_jump_is_in_the_url(present):
+    at = present("attention")
+    assert not errors(at)
+    shown = list(at.selectbox(key=presenter.PICK).options)
+    names = i18n.catalog("en")
+    assert shown[0] == names["nav.attention"] and shown[-2:] == [names["lesson.notice"], names["lesson.try"]]
+    assert names["attention.search_title"] in shown and len(shown) == 9    # intro, six parts, notice, try
+    assert url_value(at, "section") is None and scrolls_to(at) == []
+    at.selectbox(key=presenter.PICK).select("pattern").run()
+    assert not errors(at)
+    assert url_value(at, "section") == "pattern" and scrolls_to(at) == ["pattern"]
+    at.slider(key="layer").set_value(1).run()              # another control: the section stays, no scroll again
+    assert url_value(at, "section") == "pattern" and scrolls_to(at) == []
+    at.button(key="present_next").click().run()            # another page starts at its top
+    assert url_value(at, "section") is None and scrolls_to(at) == []
+
+
+def test_a_link_opens_its_section_and_an_unknown_one_is_dropped(present):
+    at = present("residual", params={"section": "lens"})
+    assert not errors(at)
+    assert url_value(at, "section") == "lens" and scrolls_to(at) == ["lens"]
+    at = present("residual", params={"section": "nope<b>"})
+    assert not errors(at)
+    assert url_value(at, "section") is None and scrolls_to(at) == []
+    at = present("residual", params={"section": "lens"}, present=None)   # a student's laptop view scrolls too
+    assert url_value(at, "section") == "lens" and scrolls_to(at) == ["lens"]
+
+
+def test_presenter_folds_prose_under_its_heading(present):
+    label = i18n.catalog("en")["lesson.prose_folded"]
+    big = present("attention")
+    normal = present("attention", present=None)
+    assert folded(big, label) >= 7                 # intro and every part's prose (beside its heading)
+    assert folded(normal, label) == 0
+    intro = i18n.lesson_sections("attention", "en")["intro"]
+    assert not [m for m in big.markdown if m.value == intro] or folded(big, label)
+
+
+def folded(at, label: str) -> int:
+    """Prose folded under ``label``: popovers beside a heading, or expanders."""
+    blocks = [node for node in _walk(at._tree) if getattr(node, "type", None) in ("popover", "expandable")]
+    return sum(getattr(b.proto, b.type).label == label for b in blocks)
+
+
+def _walk(node):
+    yield node
+    for child in getattr(node, "children", {}).values():
+        yield from _walk(child)
 
 
 def share_urls(at) -> list[str]:

@@ -10,6 +10,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
+from course import i18n, nav
 from tools import browser as harness
 
 pytestmark = pytest.mark.browser
@@ -160,3 +161,80 @@ def test_presenter_next_button_and_share_link(tab, base_url):
     assert query(shared) == address
     image = popover.locator("img")
     assert image.bounding_box()["width"] >= 280                    # big enough to scan off a slide
+
+
+# --- presenter mode fits a screen: the first chart whole on the first screen, keys, sections ---
+
+# The first chart of the page (plotly, graphviz, or home's loop picture) and the sticky header's
+# bottom, in the 1024x768 viewport, before any scrolling.
+FIRST_SCREEN = """() => {
+  const main = document.querySelector("[data-testid='stMain']");
+  const chart = main.querySelector("[data-testid='stPlotlyChart'], [data-testid='stGraphVizChart'], "
+                                   + "[data-testid='stImage'] img, [data-testid='stHtml'] img");
+  const header = document.querySelector('.st-key-present_header');
+  const box = chart ? chart.getBoundingClientRect() : null;
+  return {chart: box && {top: box.top, bottom: box.bottom, height: box.height},
+          header: header ? header.getBoundingClientRect().bottom : null, viewport: window.innerHeight};
+}"""
+
+# Pages whose first chart does not fit a 1024x768 screen yet (measured on SmolLM2, English):
+# it is taller than the screen under the header (heads' grid of 30 layers, ffn's diagram at
+# 20 px type, induction's map of every head), or comes after a part with no chart (generation's
+# steps, the architecture's cards), or the controls and captions above it leave too little room
+# (residual, tokens: by a few pixels in English, more in Chinese). Listed so the test says so.
+NOT_FITTING_YET = {"heads", "induction", "ffn", "residual", "generation", "architecture", "tokens"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(p, marks=pytest.mark.xfail(reason="first chart too tall or too far down"))
+                                  if p in NOT_FITTING_YET else p for p in nav.PAGES])
+def test_presenter_first_screen_shows_the_first_chart_whole(tab, base_url, name):
+    tab.goto(harness.page_url(base_url, name, lang="en", present=1))
+    harness.wait_until_drawn(tab)
+    found = tab.evaluate(FIRST_SCREEN)
+    assert found["chart"] is not None, "no chart on the page"
+    chart = found["chart"]
+    assert chart["top"] >= found["header"] - 1, found         # not under the sticky header
+    assert chart["bottom"] <= found["viewport"] + 1, found     # whole on the first screen
+
+
+def address(tab) -> str:
+    return tab.evaluate("() => location.pathname + location.search")
+
+
+def test_arrow_keys_go_to_the_previous_and_next_lesson(tab, base_url):
+    tab.goto(harness.page_url(base_url, "position", lang="en", present=1))
+    harness.wait_until_drawn(tab)
+    tab.locator("[data-testid='stMain'] h1").first.click()       # focus in the page, not in a control
+    tab.keyboard.press("ArrowRight")
+    tab.wait_for_url("**/attention?**")
+    harness.wait_until_drawn(tab)
+    assert query(tab.url)["present"] == "1"
+    tab.locator("[data-testid='stMain'] h1").first.click()
+    tab.keyboard.press("ArrowLeft")
+    tab.wait_for_url("**/position?**")
+    harness.wait_until_drawn(tab)
+    # On a slider the arrows move the slider, not the page.
+    slider = tab.locator("[data-testid='stMain'] [role='slider']").first
+    slider.focus()
+    tab.keyboard.press("ArrowRight")
+    tab.wait_for_timeout(1500)
+    assert "/position" in address(tab)
+
+
+def test_s_lists_the_sections_and_a_jump_scrolls_there(tab, base_url):
+    tab.goto(harness.page_url(base_url, "residual", lang="en", present=1))
+    harness.wait_until_drawn(tab)
+    tab.locator("[data-testid='stMain'] h1").first.click()
+    tab.keyboard.press("s")
+    listbox = tab.locator("[role='listbox']")
+    listbox.wait_for()
+    title = i18n.catalog("en")["residual.lens_title"]
+    names = listbox.inner_text()
+    assert i18n.catalog("en")["nav.residual"] in names and title in names
+    listbox.get_by_text(title, exact=True).click()
+    tab.wait_for_function("() => new URLSearchParams(location.search).get('section') === 'lens'")
+    harness.wait_until_drawn(tab)
+    tab.wait_for_timeout(1500)                                     # the scroll's second try
+    heading = tab.locator("#section-lens").bounding_box()
+    header = tab.locator(".st-key-present_header").bounding_box()
+    assert header["y"] + header["height"] - 2 <= heading["y"] <= 300, (heading, header)
