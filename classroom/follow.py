@@ -59,7 +59,7 @@ from server import session
 PARAM = class_link.PARAM
 TEACH_COOKIE = "decoder_lab_teach"           # CODE.SECRET in the teacher's browser: a reload takes the class back
 COOKIE_MAX_AGE_S = 12 * 3600
-NOT_PUBLISHED = ("lang", PARAM, "present")   # the visitor's own settings, not the teacher's view
+NOT_PUBLISHED = ("lang", PARAM, "present", "theme")   # the visitor's own settings, not the teacher's view
 KEEP = (*state.SHELL_KEYS, PARAM, "present")  # canonical values a follow does not reset
 FOLLOW_EVERY_S = 1                            # a student's poll; the view applies within about 2 s
 COUNT_EVERY_S = 2                             # the teacher's follower count

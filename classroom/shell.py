@@ -8,7 +8,7 @@ import re
 
 import streamlit as st
 
-from classroom import presenter
+from classroom import access, presenter
 from course import i18n, nav, state
 from course import model as models
 from course.i18n import t
@@ -59,16 +59,42 @@ html, body, .stApp, .stApp p, .stApp li, .stApp label, .stApp button, .stApp inp
 [data-testid="InputInstructions"] {{ display: none; }}
 .st-key-doc_lang, .st-key-class_cookie {{ display: none; }}
 .nowrap {{ white-space: nowrap; }}
+/* classroom/access.py: the skip link (first on the page, seen when it has the focus; it replaces
+   Streamlit's English one), a visible focus on the lesson links, captions at AA contrast, and no
+   chart toolbar over the charts' right edge on a phone. */
+[data-testid="stSkipToContent"] {{ display: none !important; }}
+.dl-skip {{ position: fixed; left: -10000px; top: 0.5rem; z-index: 1000100; padding: 0.5rem 1rem;
+  background: {bg}; color: {link}; border: 2px solid {link}; border-radius: 0.5rem; font-weight: 600; }}
+.dl-skip:focus {{ left: 0.5rem; }}
+[data-testid="stSidebarNavLink"]:focus-visible, .stApp a:focus-visible {{ outline: 2px solid {link}; outline-offset: -2px; }}
+[data-testid="stMain"] h1:focus {{ outline: none; }}
+.stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stCaptionContainer"] * {{ color: {muted}; opacity: 1; }}
+@media (max-width: 640px) {{
+  [data-testid="stPlotlyChart"] .modebar-container {{ display: none !important; }}
+}}
+{dark}
 """
+# The light theme's captions (Streamlit's #828180 is 3.88:1 on white; this is 6.7:1, 6.2:1 on
+# the sidebar's grey) and the dark theme's fixes of the course's own light-only CSS.
+THEME_CSS = {
+    "light": dict(bg="#ffffff", link="#0b57d0", muted="#5b5a58", dark=""),
+    "dark": dict(bg="#0e1117", link="#8ab4f8", muted="#c1c3c7", dark="""
+[data-testid^="stAlertContent"] :not(pre) > code {{ background: rgba(0, 0, 0, 0.35); box-shadow: inset 0 0 0 1px rgba(255, 255, 255, 0.2); }}
+.st-key-present_header {{ background: #0e1117 !important; }}
+"""),
+}
 _LANG_SCRIPT = "<script>document.documentElement.lang = {lang!r};</script>"
 
 
 def page_style() -> None:
     """The document language and the course's CSS for this session's language."""
     lang = i18n.current_lang()
-    st.html("<style>" + _CSS.format(font=FONT_STACK[lang], mono=MONO_STACK[lang]) + "</style>")
+    colours = THEME_CSS["dark" if access.dark() else "light"]
+    st.html("<style>" + _CSS.format(font=FONT_STACK[lang], mono=MONO_STACK[lang], **{
+        **colours, "dark": colours["dark"].format()}) + "</style>")
     with st.container(key="doc_lang"):
         st.html(_LANG_SCRIPT.format(lang=HTML_LANG[lang]), unsafe_allow_javascript=True)
+        access.draw()
 
 
 def start() -> list[str]:
@@ -97,6 +123,9 @@ def start() -> list[str]:
     if note:
         notes.append(note)
     note = presenter.init()        # ?present=1, claimed on every run (before set_page_config reads it)
+    if note:
+        notes.append(note)
+    note = access.init()           # ?theme=dark, claimed on every run
     if note:
         notes.append(note)
     state.claim("lang", i18n.current_lang())
@@ -144,6 +173,7 @@ def sidebar() -> None:
         st.session_state["language"] = i18n.current_lang()
         st.selectbox(t("shell.language"), list(i18n.LANGS), format_func=i18n.LANGS.get,
                      key="language", on_change=_on_lang)
+        access.toggle()
         st.session_state["prompt"] = state.prompt()
         st.text_area(t("prompt.label"), key="prompt", on_change=_on_prompt, height=110,
                      max_chars=state.PROMPT_MAX_CHARS, help=t("prompt.help"))

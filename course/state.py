@@ -21,7 +21,7 @@ from course.text import code_span, md_escape, shorten
 
 _CANON = "_url."
 _CLAIMS = "_url_claims"
-SHELL_KEYS = ("lang", "prompt", "model", "present")   # present: classroom/presenter.py
+SHELL_KEYS = ("lang", "prompt", "model", "present", "theme")   # present: classroom/presenter.py, theme: classroom/access.py
 PROMPT_MAX_CHARS = 2000
 
 

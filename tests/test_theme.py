@@ -174,3 +174,28 @@ def test_one_sessions_view_never_reaches_another_sessions_charts():
     student.join()
     assert seen["teacher"][0].presenting and seen["teacher"][1] > 16 and "TC" in seen["teacher"][2]
     assert seen["student"] == (style.View(), 16, style.FONTS["en"])
+
+
+def test_the_dark_theme_draws_on_the_dark_background_with_light_ink(monkeypatch):
+    """?theme=dark (View.dark): the dark template, light text, the figures' own dark ink made
+    light and white label boxes dark; per-point colours and colour scales untouched; plotly's
+    validators accept the result unchanged."""
+    monkeypatch.setattr(style, "view", lambda: style.View(dark=True))
+    fig = busy_figure()
+    fig.add_annotation(text="boxed", x=1, y=2, font=dict(color="#1f2937"), bgcolor="white", row=1, col=1)
+    fig.add_bar(x=[1, 2], y=[1, 2], marker=dict(color=["black", "#1f2937"]), row=1, col=2)
+    fig.add_heatmap(z=[[1, 2]], colorscale=[[0, "black"], [1, "white"]], row=1, col=2)
+    spec = theme.style(fig)
+    layout = spec["layout"]
+    assert layout["template"]["layout"]["paper_bgcolor"] == style.DARK_BG
+    assert layout["template"]["layout"]["plot_bgcolor"] == style.DARK_BG
+    assert layout["font"]["color"] == style.DARK_TEXT
+    boxed = next(a for a in layout["annotations"] if a.get("text") == "boxed")
+    assert boxed["font"]["color"] == style.DARK_TEXT and boxed["bgcolor"] == style.DARK_BG
+    assert spec["data"][-2]["marker"]["color"] == ["black", "#1f2937"]
+    assert spec["data"][-1]["colorscale"] == [[0, "black"], [1, "white"]]
+    assert go.Figure(spec).to_dict() == spec
+    monkeypatch.setattr(style, "view", lambda: style.View())
+    light = theme.style(busy_figure())
+    assert light["layout"]["template"]["layout"]["paper_bgcolor"] == "white"
+    assert light["layout"]["font"]["color"] == "#1f2937"

@@ -27,6 +27,7 @@ class View:
     presenting: bool = False
     page: str = "home"
     export_format: str = "png"
+    dark: bool = False          # the dark theme (?theme=dark, classroom/access.py)
 
 
 _VIEW: contextvars.ContextVar[View] = contextvars.ContextVar("decoder_lab_view", default=View())
@@ -72,6 +73,43 @@ pio.templates["decoder_lab"] = go.layout.Template(
     layout={key: value for key, value in _WHITE["layout"].items() if key not in ("geo", "scene", "ternary")})
 pio.templates["decoder_lab"].layout.update(colorway=OKABE_ITO, font=dict(size=FONT_SIZE, color="#1f2937"))
 pio.templates.default = "decoder_lab"
+
+# The dark theme's charts: plotly_dark's look on Streamlit's dark background, the same colours
+# except Okabe-Ito's black, which would vanish (white instead); kept as the finished JSON that
+# style() puts in place of the light template. Colours the figures set for ink (text, outlines,
+# reference lines) are swapped for light ones (DARK_INK); the palettes and colour scales stay.
+DARK_BG = "#0e1117"
+DARK_TEXT = "#e5e7eb"
+_DARK = pio.templates["plotly_dark"].to_plotly_json()
+DARK_TEMPLATE = go.layout.Template(
+    data={kind: traces for kind, traces in _DARK["data"].items() if kind in DRAWN_TRACES},
+    layout={key: value for key, value in _DARK["layout"].items() if key not in ("geo", "scene", "ternary")})
+DARK_TEMPLATE.layout.update(colorway=OKABE_ITO[:-1] + ["#ffffff"], font=dict(size=FONT_SIZE, color=DARK_TEXT),
+                            paper_bgcolor=DARK_BG, plot_bgcolor=DARK_BG)
+DARK_TEMPLATE = DARK_TEMPLATE.to_plotly_json()
+DARK_INK = {"#1f2937": DARK_TEXT, "black": "#ffffff", "#000": "#ffffff", "#000000": "#ffffff",
+            "#111827": "#f3f4f6", "#374151": "#d1d5db", "#4b5563": "#cbd5e1", "#6b7280": "#b0b7c3",
+            "#333": "#d1d5db", "#333333": "#d1d5db", "#444": "#cbd5e1", "#444444": "#cbd5e1",
+            "#555": "#c0c4cc", "#555555": "#c0c4cc", "#666": "#b0b7c3", "#666666": "#b0b7c3"}
+_DARK_FILL = {"white": DARK_BG, "#fff": DARK_BG, "#ffffff": DARK_BG}   # backgrounds only (bgcolor)
+_INK_KEYS = ("color", "bgcolor", "bordercolor", "linecolor", "gridcolor", "zerolinecolor", "tickcolor",
+             "outlinecolor", "fillcolor")
+
+
+def _darken(node) -> None:
+    """Swap the ink colours (DARK_INK) set anywhere in a figure's JSON for the dark theme's, and
+    white label backgrounds for the dark background, in place. Colours given per point (lists:
+    text chosen to read on its own cell) and colour scales are left alone."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in _INK_KEYS and isinstance(value, str):
+                node[key] = (_DARK_FILL if key == "bgcolor" else DARK_INK).get(value.lower(), value)
+            elif isinstance(value, (dict, list)) and key not in ("template", "colorscale"):
+                _darken(value)
+    elif isinstance(node, list):
+        for item in node:
+            if isinstance(item, (dict, list)):
+                _darken(item)
 
 
 # A title line's width in Latin characters (a CJK character counts as two): about 300 px at
@@ -281,12 +319,16 @@ def style(fig, height: int | None = None, title_width: int = TITLE_WIDTH) -> dic
     spec = fig.to_dict()
     layout = spec["layout"]
     present = view().presenting
+    dark = view().dark
+    if dark:
+        _darken(spec)
+        layout["template"] = DARK_TEMPLATE
     if present:
         _enlarge(spec)
         title_width = title_chars(title_width)
     line_px = round(TITLE_LINE_PX * font_px(TITLE_SIZE) / TITLE_SIZE)
     _merge(layout, dict(
-        font=dict(family=font_family(), size=font_px(FONT_SIZE), color="#1f2937"),
+        font=dict(family=font_family(), size=font_px(FONT_SIZE), color=DARK_TEXT if dark else "#1f2937"),
         hoverlabel=dict(font=dict(family=font_family(), size=font_px(FONT_SIZE))),
         legend=dict(font=dict(size=font_px(FONT_SIZE - 2))),
         modebar=dict(orientation="v"),   # at the right edge, off the (left-aligned) title

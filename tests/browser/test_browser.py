@@ -19,6 +19,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 
 from course import i18n, nav
+from course import model as models
+from tests.browser import axe
 from tools import browser as harness
 
 pytestmark = pytest.mark.browser
@@ -232,6 +234,12 @@ CUT_OFF = """() => {
 PROJECTORS = [(1024, 768), (1280, 720)]      # the first is where a page opens, the second after a resize
 
 
+def choose_model(page, key: str) -> None:
+    """Pick a model in the sidebar's model menu and wait for the page to be drawn again."""
+    page.locator(".st-key-model_choice [role='combobox']").click()
+    rerun(page, lambda: page.get_by_role("option", name=models.model_name(key)).click())
+
+
 @pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
 @pytest.mark.parametrize("page_id", nav.PAGES)
 def test_page_draws_whole_on_a_projector(browser, base_url, shots, page_id, lang):
@@ -239,11 +247,17 @@ def test_page_draws_whole_on_a_projector(browser, base_url, shots, page_id, lang
     in the learner's language, no exception, every chart drawn; nothing cut off (metric values
     and labels, button and tab labels, widget labels and chart titles whole, diagram text at least
     12 px) at 1024x768 and again after the window grows to 1280x720 (charts redrawn at the new
-    width). One load per page and language serves both sizes (and the screenshot, with DECODER_LAB_SHOTS)."""
+    width). One load per page and language serves both sizes (and the screenshot, with DECODER_LAB_SHOTS).
+
+    The same load checks accessibility: axe-core (WCAG 2.0/2.1 A and AA) finds no critical or
+    serious violation, on the language's first model and again after the sidebar switches to the
+    other model (both models, one load)."""
+    axe.require()
     width, height = PROJECTORS[0]
     context = browser.new_context(viewport={"width": width, "height": height}, locale="en-US")
     page = context.new_page()
     page.set_default_timeout(120_000)
+    accessibility = []
     try:
         page.goto(harness.page_url(base_url, page_id, lang=lang))
         harness.wait_until_drawn(page)
@@ -254,6 +268,8 @@ def test_page_draws_whole_on_a_projector(browser, base_url, shots, page_id, lang
             assert charts.count() >= 1, f"{page_id} draws no chart"
             for i in range(charts.count()):
                 assert charts.nth(i).locator(".main-svg").first.is_visible()
+        first = query(page)["model"]
+        accessibility += axe.serious(page, first)
         problems = {}
         for n, (width, height) in enumerate(PROJECTORS):
             if n:
@@ -263,7 +279,13 @@ def test_page_draws_whole_on_a_projector(browser, base_url, shots, page_id, lang
             page.wait_for_timeout(300)
             problems[f"{width}x{height}"] = page.evaluate(CUT_OFF)
         screenshot(page, shots, f"{page_id}-{lang}.png")
+        other = next(key for key in models.MODELS if key != first)
+        choose_model(page, other)
+        assert_no_exception(page)
+        assert query(page)["model"] == other
+        accessibility += axe.serious(page, other)
     finally:
         context.close()
     assert not any(problems.values()), f"{page_id} ({lang}): " + "; ".join(
         f"{size}: {p}" for size, found in problems.items() for p in found)
+    assert not accessibility, f"{page_id} ({lang}), axe: " + "\n".join(accessibility)
