@@ -94,7 +94,10 @@ def data_table(about: ChartText, key: str) -> None:
     """The chart's collapsed "Data as a table" expander: the description, each table (a big one
     cut, saying so) and a CSV download of every row (made only when clicked). Streamlit's
     "compact" expander would be lighter, but draws its label at 60% opacity: 3.9:1 contrast,
-    under WCAG AA's 4.5:1."""
+    under WCAG AA's 4.5:1. Left out in presenter mode (the projected view, where every line of
+    height counts); the chart's accessible name stays."""
+    if view().presenting:
+        return
     with st.expander(t("chart.table"), key=f"table_{key}"):
         st.markdown(about.description_md)
         several = len(about.tables) > 1
