@@ -36,6 +36,7 @@ FLAT = 0.05             # a line whose end is this share of its range from its s
 
 _TAG = re.compile(r"<[^<>]*>")
 _BREAK = re.compile(r"<br\s*/?>", re.I)
+_NUMBER = re.compile(r"[-−+]?[\d.,]+(e[-+]?\d+)?%?( (million|billion|trillion|thousand|萬|億|兆|万|亿|万亿))?")
 _CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -409,9 +410,11 @@ def describe(spec: dict, lang: str = "en", mark: Callable[[str], str] | None = N
     among it) where it goes into a field, e.g. to show it as code in Markdown."""
     found = series(spec, lang)
     if mark is not None:
+        def text(x: str) -> str:      # a number written as a label (a position, a layer) stays as it is
+            return x if not x or _NUMBER.fullmatch(x) else mark(x)
         for s in found:
-            s.labels, s.rows = [mark(x) for x in s.labels], [mark(x) for x in s.rows]
-            s.texts, s.name = [mark(x) if x else x for x in s.texts], mark(s.name) if s.name else ""
+            s.labels, s.rows = [text(x) for x in s.labels], [text(x) for x in s.rows]
+            s.texts, s.name = [text(x) for x in s.texts], text(s.name)
     found = [(s, sentences) for s in found if (sentences := _DESCRIBE[s.kind](s, lang))]
     if not found:
         return [("chart.empty", {})]
