@@ -228,3 +228,11 @@ def test_a_strip_heatmap_is_a_column_of_its_largest_numbers():
     (table,) = D.tables(spec(fig), WORDS)
     assert table.columns == ["dimension", "vector"] and len(table.all_rows) == 100
     assert ["7", 4.0] in table.rows and ["42", -9.0] in table.rows and len(table.rows) == D.MAX_ROWS and table.cut[0] == "chart.cut_rows"
+
+
+def test_marked_labels_leave_numbers_alone():
+    fig = go.Figure(go.Scatter(x=[1, 2, 3], y=[3.0, 2.0, 1.0], mode="lines", name="loss"))
+    fig2 = go.Figure(go.Bar(x=["cat", "12"], y=[1.0, 2.0]))
+    mark = lambda s: f"[{s}]"          # noqa: E731
+    assert "from 1 to 3" in say(D.describe(spec(fig), mark=mark))
+    assert say(D.describe(spec(fig2), mark=mark)) == "2 bars; the largest: 12 (2), [cat] (1)."

@@ -44,3 +44,11 @@ def test_every_chart_has_a_description_and_a_table(open_page, model, lang):
     (image,) = [img for element in at.get("image") for img in element.proto.imgs]
     assert image.alt.startswith(i18n.text_in(lang, "chart.loop", chains="", n=0, back="")[:4])
     assert i18n.catalog(lang)["home.diagram.text"] in image.alt
+
+
+def test_presenter_mode_keeps_the_names_and_leaves_the_tables_out(open_page):
+    at = open_page("home", params={"present": "1"})
+    assert not errors(at)
+    charts = at.get("plotly_chart")
+    assert charts and all(c.proto.alt for c in charts)
+    assert not table_expanders(at, "en")

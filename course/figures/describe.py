@@ -20,7 +20,7 @@ import html
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -36,6 +36,7 @@ FLAT = 0.05             # a line whose end is this share of its range from its s
 
 _TAG = re.compile(r"<[^<>]*>")
 _BREAK = re.compile(r"<br\s*/?>", re.I)
+_NUMBER = re.compile(r"[-−+]?[\d.,]+(e[-+]?\d+)?%?( (million|billion|trillion|thousand|萬|億|兆|万|亿|万亿))?")
 _CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -401,12 +402,20 @@ def _at(labels: Sequence[str], i: int) -> str:
 _DESCRIBE = {"bar": _bar, "line": _line, "points": _points, "polar": _polar, "heatmap": _heatmap}
 
 
-def describe(spec: dict, lang: str = "en") -> list[Sentence]:
+def describe(spec: dict, lang: str = "en", mark: Callable[[str], str] | None = None) -> list[Sentence]:
     """What the chart shows on this run, as [(catalog key, fields)]: for each of its first
     MAX_SERIES traces (named by its legend entry or subplot title when there are several),
     the sentences of its kind; then how many more there are. A figure with no numbers yet
-    says so."""
-    found = [(s, sentences) for s in series(spec, lang) if (sentences := _DESCRIBE[s.kind](s, lang))]
+    says so. ``mark`` wraps every label and name (the chart's text, user and model text
+    among it) where it goes into a field, e.g. to show it as code in Markdown."""
+    found = series(spec, lang)
+    if mark is not None:
+        def text(x: str) -> str:      # a number written as a label (a position, a layer) stays as it is
+            return x if not x or _NUMBER.fullmatch(x) else mark(x)
+        for s in found:
+            s.labels, s.rows = [text(x) for x in s.labels], [text(x) for x in s.rows]
+            s.texts, s.name = [text(x) for x in s.texts], text(s.name)
+    found = [(s, sentences) for s in found if (sentences := _DESCRIBE[s.kind](s, lang))]
     if not found:
         return [("chart.empty", {})]
     out: list[Sentence] = []
