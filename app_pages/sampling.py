@@ -101,7 +101,9 @@ def render() -> None:
     names = [page.t(f"four.{w}") for w, _ in sd.FOUR_CANDIDATES]
     toy_logits = [v for _, v in sd.FOUR_CANDIDATES]
     table = sd.temperature_table()
-    sweep = sd.temperature_sweep(logits)
+    temps = torch.logspace(-1, 0.7, 60).tolist()           # 0.1 .. 5
+    real_ids = top_ids[:CURVE_TOKENS]
+    sweep, real_curves = cache.temperature_numbers(lm.name, run.ids, tuple(real_ids), tuple(temps), _logits=logits)
     toy_names = [with_paren(name, f"{v:g}") for name, v in zip(names, toy_logits)]
     st.markdown(page.t("four.toy_caption"))
     rows = [{page.t("four.col_t"): page.t("four.greedy") if r.temperature == 0 else f"{r.temperature:g}",
@@ -113,16 +115,11 @@ def render() -> None:
              page.t("four.col_top"): pct(r.top_prob), page.t("four.col_entropy"): num(r.entropy_bits),
              page.t("four.col_90"): f"{r.tokens_for_90:,}"} for r in sweep]
     st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="real_table")
-    temps = torch.logspace(-1, 0.7, 60).tolist()           # 0.1 .. 5
     toy_series = {name: [] for name in toy_names}
-    real_ids = top_ids[:CURVE_TOKENS]
-    real_series = {lab: [] for lab in top_labels[:CURVE_TOKENS]}     # axis labels: escaped and unique
+    real_series = dict(zip(top_labels[:CURVE_TOKENS], real_curves))     # axis labels: escaped and unique
     for temp in temps:
         for key, p in zip(toy_series, S.next_token_distribution(torch.tensor(toy_logits), temp).tolist()):
             toy_series[key].append(p)
-        dist = S.next_token_distribution(logits, temp)
-        for key, i in zip(real_series, real_ids):
-            real_series[key].append(float(dist[i]))
     left, right = st.columns(2, gap="medium")        # side by side; stacked on a phone
     with left:
         theme.plot(F.temperature_curves_figure(page.t, page.t("curves.toy"), temps, toy_series, sd.FOUR_TEMPERATURES),

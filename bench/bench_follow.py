@@ -9,8 +9,8 @@ interval (the students' follow poll, the teacher's follower count), so the poll 
 browser sends. A teacher's tab opens home, presses "Start a class" (the class panel's button)
 and types a prompt of its own. Then:
 
-- **Joining**: N student tabs open the join link ``/?class=CODE`` at the same moment, in
-  English, 繁體中文 and 简体中文 in turn. A student's first view runs from the request to
+- **Joining**: the teacher on the embeddings lesson, N student tabs open the join link
+  ``/?class=CODE`` at the same moment, in English, 繁體中文 and 简体中文 in turn. A student's first view runs from the request to
   the end of the run that shows the teacher's page with the teacher's parameters.
 - **Following**: on each model (SmolLM2, then Gemma) the teacher changes the model, the page,
   the prompt, a layer and a head slider, the page again and the temperature, waiting for the
@@ -42,6 +42,7 @@ from tools import browser as harness
 from tools.protocol import LiveClient, Run
 
 LANGS = ("en", "zh-Hant", "zh-Hans")
+JOIN_PAGE = "embeddings"                    # where the teacher is when the class joins
 VISITOR = ("lang", "class", "present")      # a visitor's own URL parameters, not the teacher's view
 RESULTS = Path(__file__).resolve().parent / "RESULTS_follow.md"
 CODE = re.compile(r"`([A-Z2-9]{6})`")
@@ -145,6 +146,7 @@ def main(argv=None) -> None:
     parser.add_argument("--models", nargs="+", default=list(CHANGES), choices=list(CHANGES))
     parser.add_argument("--warmup", action="store_true", help="start the server with its start-up warm-up and wait for it")
     parser.add_argument("--pause", type=float, default=2.0, help="seconds between one change reaching the class and the next")
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of a class that only follows (the polls' cost)")
     parser.add_argument("--output", help=f"write the table here (default {RESULTS.name} with 25 students and both models)")
     parser.add_argument("--profile", metavar="FILE", help="sample the server with py-spy while the class follows")
     args = parser.parse_args(argv)
@@ -171,7 +173,9 @@ def main(argv=None) -> None:
         print(f"class {code} on {base}, server ready in {time.monotonic() - started:.0f} s; load {load()}", flush=True)
         spy = start_profile(pid, args.profile) if args.profile else None
 
-        # Joining: every student opens the join link at once.
+        # Joining: every student opens the join link at once, the teacher on a lesson.
+        asked = teacher.open(JOIN_PAGE, {})
+        teacher.wait_for(lambda r, c: c.page(r.page_hash) == JOIN_PAGE, since=asked, timeout=600)
         students = [LiveClient(base, timeout=600) for _ in range(args.students)]
         expected = (teacher.page(), view(teacher.query))
         cpu0, own0 = cpu_seconds(pid), time.process_time()
@@ -186,7 +190,14 @@ def main(argv=None) -> None:
         join = Row(f"{args.students} students join at once", 0.0, first, missing, os.getloadavg(), cpu_seconds(pid) - cpu0)
         print(f"join: first view {summary(first)} s; load {load()}; server {join.server_cpu:.1f} CPU-s, "
               f"these browsers {time.process_time() - own0:.1f} CPU-s; missing {missing[:3]}", flush=True)
+        # A class that only follows: what the polls cost the server while nothing changes.
         time.sleep(args.pause)
+        polls0, cpu0, wall0 = sum(s.fragment_reruns for s in students), cpu_seconds(pid), time.monotonic()
+        time.sleep(args.idle)
+        polls = sum(s.fragment_reruns for s in students) - polls0
+        idle = (cpu_seconds(pid) - cpu0, time.monotonic() - wall0, polls)
+        print(f"idle class: {polls} polls in {idle[1]:.1f} s, server {idle[0]:.2f} CPU-s "
+              f"({1000 * idle[0] / max(polls, 1):.1f} ms a poll, {idle[0] / idle[1]:.2f} cores); load {load()}", flush=True)
 
         for model in args.models:
             for n, change in enumerate(CHANGES[model]):
@@ -228,7 +239,10 @@ def main(argv=None) -> None:
     table.append(f"| every change | – | {summary(every)} | {sum(len(r.seconds) for r in rows)}/{args.students * len(rows)} | "
                  f"– | {sum(r.server_cpu for r in rows):.1f} |")
     print("\n".join(table))
-    print(f"{polls} follow polls sent by the students' timers; {os.cpu_count()} cores", flush=True)
+    notes = [f"Idle class: {idle[2]} follow polls in {idle[1]:.1f} s cost the server {idle[0]:.2f} CPU-s "
+             f"({1000 * idle[0] / max(idle[2], 1):.1f} ms a poll). {polls} polls in the whole run; {os.cpu_count()} cores."]
+    print(notes[0], flush=True)
+    table += ["", *notes]
     output = args.output or (RESULTS if args.students == 25 and len(args.models) == 2 else None)
     if output:
         Path(output).write_text(with_table(Path(output), table))
@@ -248,6 +262,8 @@ def with_table(path: Path, table: list[str]) -> str:
     end = start
     while end < len(lines) and lines[end].startswith("|"):
         end += 1
+    if end + 1 < len(lines) and not lines[end] and lines[end + 1].startswith("Idle class:"):
+        end += 2                    # the table's own note
     return "\n".join(lines[:start] + table + lines[end:]) + "\n"
 
 

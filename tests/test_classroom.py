@@ -425,3 +425,36 @@ def test_the_teachers_section_reaches_the_followers(warm_app, fresh_store):
     no_errors(student)
     assert on_page(student) == "sampling" and "section" not in student.query_params
     assert 'const id = "section-' not in html_of(student)
+
+
+def test_a_followed_view_is_computed_once_for_all_its_followers(fresh_store, monkeypatch):
+    """Three students, one per language, follow a teacher onto a view no one has opened: the
+    teacher's run computes it (one forward pass, the temperature numbers once), the followers'
+    runs find it all in the shared caches: no forward pass and no temperature sweep of their
+    own. The lesson's per-language parts (the Try-this lines) are warm, as the server's warm-up
+    leaves them."""
+    from course import cache
+    from lesson_model.analysis import sampling_demo as sd
+    from server.models import run_cache, shelf
+
+    for lang in i18n.LANGS:
+        cache.warm("sampling", shelf("smollm2-135m"), lang)
+    sweeps = []
+    real_sweep = sd.temperature_sweep
+    monkeypatch.setattr(sd, "temperature_sweep", lambda *a, **k: sweeps.append(1) or real_sweep(*a, **k))
+    teacher = new_session(None, "en", model="smollm2-135m")
+    code, _ = start_class(teacher)
+    teacher.switch_page(nav.page_file("sampling"))
+    teacher.run()
+    before, sweeps[:] = run_cache().computed, []
+    teacher.text_area(key="prompt").input(f"{PROMPT} Once for the class {code}.").run()
+    no_errors(teacher)
+    assert run_cache().computed == before + 1 and len(sweeps) == 1, "the teacher's run computes the new view"
+
+    students = [new_session(None, lang, **{"class": code}) for lang in i18n.LANGS]
+    for student in students:
+        no_errors(student)
+        assert on_page(student) == "sampling"
+        assert student.session_state["_url.prompt"] == teacher.session_state["_url.prompt"]
+    assert run_cache().computed == before + 1, "a follower ran the model again"
+    assert len(sweeps) == 1, "a follower computed the temperature numbers again"
