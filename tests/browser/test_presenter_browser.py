@@ -211,7 +211,7 @@ def test_arrow_keys_go_to_the_previous_and_next_lesson(tab, base_url):
     assert query(tab.url)["present"] == "1"
     # On a slider the arrows move the slider (the layer), not the page.
     layer = query(tab.url).get("layer")
-    tab.locator(".st-key-layer [role='slider']").first.focus()
+    tab.locator("[data-testid='stMain'] [role='slider']").first.focus()          # the layer slider
     tab.keyboard.press("ArrowRight")
     tab.wait_for_function("(old) => new URLSearchParams(location.search).get('layer') !== old", arg=layer)
     harness.wait_until_drawn(tab)
