@@ -73,8 +73,9 @@ PRESENT_CSS = """
 .stApp .katex { font-size: 24px !important; }
 .stApp [data-baseweb="select"] div, .stApp input, .stApp textarea { font-size: 20px !important; }
 [data-testid="stMainBlockContainer"] { padding-top: 0.75rem !important; }
-[data-testid="stHeader"] { background: transparent !important; pointer-events: none; }
-[data-testid="stHeader"] button { pointer-events: auto; }
+[data-testid="stHeader"] { background: transparent !important; }
+[data-testid="stHeader"], [data-testid="stHeader"] * { pointer-events: none !important; }
+[data-testid="stHeader"] button, [data-testid="stHeader"] a { pointer-events: auto !important; }
 .stApp [data-testid="stMetricValue"], .stApp [data-testid="stMetricValue"] > div,
 .stApp [data-testid="stMetricValue"] [data-testid="stMarkdownContainer"] p {
   font-size: clamp(30px, 3.4vw, 44px) !important; line-height: 1.15; font-weight: 600;

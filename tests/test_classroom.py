@@ -401,21 +401,21 @@ def test_the_teachers_section_reaches_the_followers(warm_app, fresh_store):
     from classroom import presenter
     teacher = new_session(warm_app, "en", present="1")
     code, _ = start_class(teacher)
-    teacher.switch_page(nav.page_file("residual")).run()
+    teacher.switch_page(nav.page_file("attention")).run()
     no_errors(teacher)
     student = new_session(warm_app, "zh-Hant", **{"class": code})
-    assert on_page(student) == "residual" and student.query_params.get("section") is None
+    assert on_page(student) == "attention" and student.query_params.get("section") is None
 
-    teacher.selectbox(key=presenter.PICK).select("lens").run()
+    teacher.selectbox(key=presenter.PICK).select("scale").run()
     no_errors(teacher)
     view = fresh_store.view(code)
-    assert view.page == "residual" and view.params["section"] == "lens"
+    assert view.page == "attention" and view.params["section"] == "scale"
     student.run()
     no_errors(student)
-    assert on_page(student) == "residual" and student.session_state["_lang"] == "zh-Hant"
-    assert student.session_state["_url.section"] == ("residual", "lens")
-    assert student.query_params["section"] in ("lens", ["lens"])
-    assert 'const id = "section-lens"' in html_of(student)           # the student's browser is taken there
+    assert on_page(student) == "attention" and student.session_state["_lang"] == "zh-Hant"
+    assert student.session_state["_url.section"] == ("attention", "scale")
+    assert student.query_params["section"] in ("scale", ["scale"])
+    assert 'const id = "section-scale"' in html_of(student)           # the student's browser is taken there
     assert "present" not in student.query_params                     # the student's own layout stays
 
     # The teacher moves on: the next page starts at its top, for the class too.
@@ -423,7 +423,7 @@ def test_the_teachers_section_reaches_the_followers(warm_app, fresh_store):
     assert "section" not in fresh_store.view(code).params
     student.run()
     no_errors(student)
-    assert on_page(student) == "sampling" and "section" not in student.query_params
+    assert on_page(student) == "heads" and "section" not in student.query_params
     assert 'const id = "section-' not in html_of(student)
 
 

@@ -209,16 +209,17 @@ def test_arrow_keys_go_to_the_previous_and_next_lesson(tab, base_url):
     tab.wait_for_url("**/attention?**")
     harness.wait_until_drawn(tab)
     assert query(tab.url)["present"] == "1"
+    # On a slider the arrows move the slider (the layer), not the page.
+    layer = query(tab.url).get("layer")
+    tab.locator("[data-testid='stMain'] [role='slider']").first.focus()          # the layer slider
+    tab.keyboard.press("ArrowRight")
+    tab.wait_for_function("(old) => new URLSearchParams(location.search).get('layer') !== old", arg=layer)
+    harness.wait_until_drawn(tab)
+    assert "/attention" in address(tab)
     tab.locator("[data-testid='stMain'] h1").first.click()
     tab.keyboard.press("ArrowLeft")
     tab.wait_for_url("**/position?**")
     harness.wait_until_drawn(tab)
-    # On a slider the arrows move the slider, not the page.
-    slider = tab.locator("[data-testid='stMain'] [role='slider']").first
-    slider.focus()
-    tab.keyboard.press("ArrowRight")
-    tab.wait_for_timeout(1500)
-    assert "/position" in address(tab)
 
 
 def test_s_lists_the_sections_and_a_jump_scrolls_there(tab, base_url):
