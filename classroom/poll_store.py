@@ -265,7 +265,7 @@ _POLLS_LOCK = threading.Lock()
 
 def polls(store: class_store.ClassStore | None = None) -> Polls:
     """The question store beside ``store`` (default: this process's class store)."""
-    store = store or class_store.store()
+    store = class_store.store() if store is None else store     # (an empty MemoryStore is falsy: len 0)
     with _POLLS_LOCK:
         found = _POLLS.get(store)
         if found is None:
