@@ -154,8 +154,12 @@ def solo(question: Question, lm, text: str) -> None:
     spec = question.public()
     st.markdown(phrase(*question.text))
     guess = st.session_state.get(_ANSWERS, {}).get(question.key)
+    widget = f"predict_in_{question.id}"
+    seen = st.session_state.setdefault("_predict_seen", {})
+    if seen.get(question.id) != question.key:        # a new run's question: its input starts afresh
+        seen[question.id] = question.key
+        st.session_state.pop(widget, None)
     if guess is None:
-        widget = f"predict_in_{question.id}"
         guess_input(spec, widget)
         if st.session_state.pop("_predict_pick", None) == question.key:
             st.caption(t("predict.pick_one"))

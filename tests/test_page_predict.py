@@ -38,10 +38,6 @@ def text_of(at) -> str:
     return "\n".join(parts + [c.value for c in at.caption])
 
 
-def block(at, lesson):
-    return at.get("stVerticalBlock") and [c for c in at.main if getattr(c, "key", None) == f"predict_{lesson}"]
-
-
 @pytest.mark.parametrize("lang", i18n.LANGS)
 def test_block_asks_then_reveals_in_each_language(open_page, lang):
     """Sampling (a typed next token): the title, the question, then after a guess the model's
@@ -59,7 +55,6 @@ def test_block_asks_then_reveals_in_each_language(open_page, lang):
     shown = text_of(at)
     assert cat["predict.model"].split("{")[0] in shown
     assert cat["predict.why"].split("{")[0] in shown
-    question = next(iter(predict_view._CACHE.values()) for _ in [0])
     answers = at.session_state["_predict_answers"]
     assert len(answers) == 1
 
@@ -86,8 +81,7 @@ def test_new_prompt_gives_a_fresh_question(open_page):
     at.slider(key="predict_in_tokens.count").set_value(5).run()
     at.button(key="predict_check_tokens.count").click().run()
     assert i18n.catalog("en")["predict.why"].split("{")[0] in text_of(at)
-    at.session_state["_url.prompt"] = "A different prompt, with other words in it."
-    at.run()
+    at.text_area(key="prompt").input("A different prompt, with other words in it.").run()
     no_errors(at)
     assert at.button(key="predict_check_tokens.count")          # asked again, not revealed
 
