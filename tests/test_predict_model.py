@@ -124,7 +124,9 @@ def test_residual(case):
     tops = []
     for L in range(n):
         resid = run.cache[f"blocks.{L}.hook_resid_post"][0, -1]
-        logits = lm.decoder.ln_final(resid[None, None], None)[0, 0] @ lm.decoder.W_U
+        norm = lm.decoder.ln_final
+        normed = resid.float() / (resid.float().pow(2).mean() + norm.eps).sqrt() * norm.weight.detach().float()
+        logits = normed @ lm.decoder.W_U.detach().float()
         tops.append(int(logits.argmax()))
     first = n - 1
     while first > 0 and tops[first - 1] == final:
