@@ -9,6 +9,7 @@ import plotly.graph_objects  # noqa: F401
 import streamlit as st
 
 from classroom import follow as classroom
+from classroom import poll  # noqa: F401  (registers the class's side of Predict, then see)
 from classroom import presenter, shell
 from course import state
 from course.i18n import t

@@ -49,6 +49,7 @@ def render() -> None:
     page = Lesson("architecture")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     models = {key: get_model(key) for key in MODELS}        # both bundled models (cached per process)
     names = {key: m.name for key, m in models.items()}

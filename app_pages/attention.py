@@ -50,6 +50,7 @@ def render() -> None:
     page = Lesson("attention")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     tokens = page.tokens(lm, cap=CAP)
     n = len(tokens)

@@ -34,6 +34,7 @@ def render() -> None:
     page = Lesson("embeddings")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     tokens = page.tokens(lm, cap=CAP)
     W_E = lm.decoder.W_E.detach()

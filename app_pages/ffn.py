@@ -34,6 +34,7 @@ def render() -> None:
     page = Lesson("ffn")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     DEFAULT_LAYER = cache.default_layer(cfg)     # late, where neurons push next-token candidates (26 of 30, 15 of 18)
     LAST_RESID = cache.last_resid(cfg)

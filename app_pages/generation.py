@@ -47,6 +47,7 @@ def render() -> None:
     page = Lesson("generation")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     tokens = page.tokens(lm, cap=CAP)
     prompt_ids = [tok.id for tok in tokens]

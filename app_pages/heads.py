@@ -55,6 +55,7 @@ def render() -> None:
     page = Lesson("heads")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     st.markdown(page.t("intro_count", h=cfg.n_heads, layers=cfg.n_layers, total=cfg.n_heads * cfg.n_layers))
     tokens = page.tokens(lm, cap=CAP)

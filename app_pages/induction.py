@@ -47,6 +47,7 @@ def render() -> None:
     page = Lesson("induction")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
 
     # --- 1. A B ... A -> B on the learner's text --------------------------------------------------

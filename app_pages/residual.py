@@ -38,6 +38,7 @@ def render() -> None:
     page = Lesson("residual")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     L_LAST = cfg.n_layers - 1
     font = theme.font_family().split(",")[0]

@@ -32,6 +32,7 @@ def render() -> None:
     page = Lesson("sampling")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     tokens = page.tokens(lm, cap=CAP)
     cut = page.prompt_tokens > len(tokens)     # Lesson.tokens kept the last CAP tokens

@@ -45,6 +45,7 @@ def render() -> None:
     page = Lesson("tokens")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     text = state.prompt()
     tokens = page.tokens(lm, cap=CAP)
     counts = T.text_counts(lm, text)

@@ -27,6 +27,7 @@ def render() -> None:
     page = Lesson("whatif")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     tokens = page.tokens(lm, cap=CAP)
     n = len(tokens)

@@ -161,6 +161,12 @@ class Lesson:
             st.warning(t(key, n=len(tokens), cap=cap, last=last), icon=":material/content_cut:")
         return kept
 
+    def predict(self, lm) -> None:
+        """Predict, then see: this lesson's question on the session's prompt, before the figure
+        that answers it (course/predict_view.py; nothing when the prompt gives no question)."""
+        from course import predict_view
+        predict_view.ask(self.page, lm)
+
     def run(self, lm, tokens: Sequence, names: Iterable[str] = (), *, all_logits: bool = False,
             hooks: dict | None = None, hooks_key: Hashable = None) -> CachedRun:
         """A cached, shared forward pass over ``tokens`` (Token objects or ids) keeping only

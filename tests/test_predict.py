@@ -1,0 +1,169 @@
+"""Predict, then see, without a model: scoring at its edges, the question's checks, the
+class's question store (memory, and Redis in the server stage), and the chart builder."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from classroom import poll_store as ps
+from classroom import store as cs
+from course.predict import core
+from course.predict.core import Question, score_choice, score_number, score_token
+from tests.test_class_store import redis_server
+
+
+
+@pytest.mark.unit
+def test_choice_scoring():
+    assert score_choice(2, 2).right and score_choice(2, 2).value == 1.0 and score_choice(2, 2).off is None
+    wrong = score_choice(2, 0)
+    assert not wrong.right and wrong.value == 0.0 and wrong.off == ("predict.off.choice", {})
+
+
+@pytest.mark.unit
+def test_number_scoring_linear_edges():
+    exact = score_number(12, 12)
+    assert exact.right and exact.value == 1.0
+    assert score_number(12, 12.4).right                       # an integer answer: 12.4 rounds off to it
+    more, fewer = score_number(12, 15), score_number(12, 9)
+    assert not more.right and more.off == ("predict.off.more", {"n": "3"})
+    assert fewer.off == ("predict.off.fewer", {"n": "3"}) and math.isclose(more.value, fewer.value)
+    assert 0 < more.value < 1
+    assert score_number(12, 200).value == 0.0                  # far off: nothing, never negative
+    assert score_number(0, 1, low=0, high=17).value > 0        # an answer of 0 still has a scale
+    assert score_number(10, 11).value > score_number(10, 13).value > score_number(10, 16).value
+
+
+@pytest.mark.unit
+def test_number_scoring_log_edges():
+    assert score_number(1.35e8, 1.35e8, log=True).right
+    assert score_number(1.35e8, 1.4e8, log=True).right         # within 10%
+    high, low = score_number(1e8, 1e9, log=True), score_number(1e8, 1e7, log=True)
+    assert high.value == 0.0 and low.value == 0.0              # a factor of 10: nothing
+    assert high.off[0] == "predict.off.factor_high" and low.off[0] == "predict.off.factor_low"
+    assert high.off[1] == {"x": "10.0"}
+    half = score_number(1e8, 1e8 * 10 ** 0.5, log=True)
+    assert math.isclose(half.value, 0.5, abs_tol=1e-9)
+    assert score_number(1e8, 2e8, log=True).value == pytest.approx(score_number(1e8, 5e7, log=True).value)
+    with pytest.raises(ValueError):
+        score_number(1e8, 0, log=True)
+
+
+@pytest.mark.unit
+def test_token_scoring():
+    probs = torch.tensor([0.6, 0.3, 0.1])
+    right = score_token(0, [0], probs, 0.6)
+    assert right.right and right.value == 1.0 and right.note is None
+    second = score_token(0, [1], probs, 0.6)
+    assert not second.right and second.value == pytest.approx(0.5)
+    assert second.off == ("predict.off.token", {"p": "30%"})
+    several = score_token(0, [0, 2], probs, 0.6)               # right first token, but two tokens
+    assert not several.right and several.note == ("predict.note.first_token", {"n": 2})
+    assert several.value == 1.0
+    assert score_token(0, [], probs, 0.6).off == ("predict.off.empty", {})
+
+
+@pytest.mark.unit
+def test_percent_and_guess_candidates():
+    assert core.percent(0.42) == "42%" and core.percent(0.031) == "3.1%" and core.percent(0.0004) == "0.04%"
+    assert core.percent(1e-7) == "<0.01%"
+    assert core.guess_candidates("Rome", False) == ["Rome", " Rome"]
+    assert core.guess_candidates("Rome", True) == ["Rome"]
+    assert core.guess_candidates(" Rome", False) == [" Rome"]
+    assert core.guess_candidates("  ", False) == []
+    probs = torch.tensor([0.1, 0.7, 0.2])
+    assert core.best_guess([[0, 2], [1]], probs) == [1] and core.best_guess([[], []], probs) == []
+
+
+@pytest.mark.unit
+def test_question_checks_and_keys():
+    q = Question("x.y", "abc", "choice", ("k", {}), ("w", {}), 1, options=("a", "b"))
+    assert q.key == "x.y:abc" and "answer" not in q.public() and "why" not in q.public()
+    with pytest.raises(ValueError):
+        Question("x.y", "abc", "choice", ("k", {}), ("w", {}), 2, options=("a", "b"))
+    with pytest.raises(ValueError):
+        Question("x.y", "abc", "poll", ("k", {}), ("w", {}), 0)
+    assert core.run_digest("m", [1, 2]) != core.run_digest("m", [1, 3])
+
+
+@pytest.mark.unit
+def test_question_modules_load_without_streamlit():
+    code = ("import sys, course.predict, course.predict.builders, classroom.poll_store, course.figures.predict; "
+            "sys.exit(1 if 'streamlit' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+# --- the class's question store ---------------------------------------------------------------
+
+SPEC = {"id": "heads.previous", "key": "heads.previous:abc", "kind": "choice", "text": ["k", {}],
+        "options": ["L1.H1", "L2.H2"], "option_keys": False, "low": 0, "high": 0, "log": False, "integer": True,
+        "unit": ""}
+
+
+def check_poll_store(store):
+    polls = ps.polls(store)
+    code, secret = store.create()
+    assert polls.current(code) is None
+    with pytest.raises(cs.NotTeacher):
+        polls.ask(code, "wrong", SPEC)
+    poll = polls.ask(code, secret, SPEC)
+    assert polls.current(code).question == SPEC and polls.current(code).state == "open"
+    assert polls.answer(code, poll.id, "a", {"value": 1, "nick": "  Mei  ", "lang": "zh-Hant", "at": 1.0})
+    assert polls.answer(code, poll.id, "b", {"value": 0, "at": 2.0})
+    assert polls.answer(code, poll.id, "b", {"value": 1, "at": 3.0})        # changed their mind: one answer each
+    assert polls.count(code, poll.id) == 2
+    assert not polls.answer(code, poll.id + 1, "c", {"value": 0})           # another question
+    with pytest.raises(cs.NotTeacher):
+        polls.answers(code, "wrong", poll.id)
+    rows = polls.answers(code, secret, poll.id)
+    assert [r["value"] for r in rows] == [1, 1] and rows[0]["nick"] == "Mei" and rows[0]["lang"] == "zh-Hant"
+    with pytest.raises(ValueError):
+        polls.answer(code, poll.id, "d", {"value": {"x": 1}})
+    revealed = polls.reveal(code, secret, poll.id, {"n": 2})
+    assert revealed.state == "revealed" and revealed.reveal == {"n": 2}
+    assert not polls.answer(code, poll.id, "e", {"value": 0})               # closed by the reveal
+    again = polls.ask(code, secret, SPEC)
+    assert again.id == poll.id + 1 and polls.count(code, again.id) == 0     # a new question, no answers
+    polls.close(code, secret)
+    assert polls.current(code) is None
+    polls.ask(code, secret, SPEC)
+    store.end(code, secret)                                                 # answers end with the class
+    assert polls.current(code) is None
+    with pytest.raises(cs.ClassGone):
+        polls.answer(code, again.id + 1, "a", {"value": 0})
+
+
+@pytest.mark.unit
+def test_poll_store_memory():
+    check_poll_store(cs.MemoryStore())
+
+
+@pytest.mark.server
+def test_poll_store_redis():
+    with redis_server() as url:
+        store = cs.RedisStore.from_url(url)
+        check_poll_store(store)
+        code, secret = store.create()
+        ps.polls(store).ask(code, secret, SPEC)
+        assert store._r.ttl(cs._PREFIX + code + ":poll") > 0                # expires with the class
+
+
+@pytest.mark.unit
+def test_clean_answer_bounds():
+    kept = ps.clean_answer({"value": "x" * 500, "nick": "n" * 100, "lang": "zh-Hant-TW-extra"})
+    assert len(kept["value"]) == ps.MAX_ANSWER_CHARS and len(kept["nick"]) == ps.MAX_NICK and len(kept["lang"]) == 8
+    with pytest.raises(ValueError):
+        ps.clean_answer({"value": True})
+
+
+@pytest.mark.unit
+def test_class_chart():
+    from course.figures.predict import class_answers_figure
+    fig = class_answers_figure(lambda k, **f: k, ["a", "b"], [66.7, 33.3], [True, False], [40.0, 5.0])
+    assert len(fig.data) == 2 and list(fig.data[0]["x"]) == [66.7, 33.3]
+    assert fig.data[0]["marker"]["color"][0] != fig.data[0]["marker"]["color"][1]
