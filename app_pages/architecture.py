@@ -239,7 +239,7 @@ def _decoder_only_section(page: Lesson, lm) -> list:
     """The original encoder-decoder beside the decoder-only model loaded here (a diagram with its
     text alternative), what this model keeps and drops (read from its modules), and why most
     LLMs today are decoder-only. Returns the facts as notices."""
-    st.subheader(page.t("dec.title"), anchor=False)
+    page.part("decoder", page.t("dec.title"))
     page.prose("decoder_only")
     facts = DO.decoder_only_facts(lm)
     font = theme.font_family().split(",")[0]

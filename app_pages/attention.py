@@ -273,7 +273,7 @@ def _toy_section(page: Lesson, weights: list[float], scaled: list[float], md_tok
     """The height-and-weight analogy, computed (a table), then this head's real step in the same
     words: its query's three strongest keys with their scaled scores and weights. Returns this
     section's notices."""
-    st.subheader(page.t("toy.title"), anchor=False)
+    page.part("toy", page.t("toy.title"))
     page.prose("toy")
     left, right = st.columns([3, 2], gap="medium")
     with right:

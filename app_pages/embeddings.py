@@ -316,7 +316,7 @@ def _context_section(page: Lesson, lm) -> list:
     """Meaning from context: the learner's word in two texts, its embedding row (the same) and
     its vector after each block (moving apart), and the next token after it in each text.
     Returns this section's notices."""
-    st.subheader(page.t("context.title"), anchor=False)
+    page.part("context", page.t("context.title"))
     page.prose("context")
     cols = st.columns([2, 2, 1])
     text_a = state.url_text("ctx_a", page.t("context.a"), page.t("context.default_a"), max_chars=200,

@@ -192,7 +192,7 @@ def _weather_section(page: Lesson, lm, names: list[str]) -> list:
     """The toy's four words after the prompt its story comes from (今天天氣很 / The weather today is
     very), on the real model, at the toy table's temperatures; the model's own first choices
     beside them. Returns this section's notices."""
-    st.subheader(page.t("weather.title"), anchor=False)
+    page.part("weather", page.t("weather.title"))
     prompt = page.t("weather.prompt")
     st.markdown(page.t("weather.intro", prompt=md_label(prompt)))
     table = context_cache.weather(lm, prompt, names)
