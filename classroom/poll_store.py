@@ -216,7 +216,15 @@ class RedisPolls(Polls):
         return Poll(int(n), question, "open", None, now)
 
     def current(self, code):
-        data = self._call(self._r.hgetall, self._keys(code)[1])
+        base, poll_key, answers_key = self._keys(code)
+        pipe = self._r.pipeline()
+        pipe.exists(base)
+        pipe.hgetall(poll_key)
+        alive, data = self._call(pipe.execute)
+        if not alive:                       # the class ended (or expired): its question ends with it
+            if data:
+                self._call(self._r.delete, poll_key, answers_key)
+            return None
         if not data or "id" not in data:
             return None
         reveal = json.loads(data["reveal"]) if data.get("reveal") else None

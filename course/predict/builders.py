@@ -14,7 +14,7 @@ import torch
 
 from course.predict.core import (Question, Score, best_guess, guess_candidates, percent, run_digest, score_choice,
                                  score_number, score_token)
-from course.tokens import capped
+
 from lesson_model.analysis import embeddings as E
 from lesson_model.analysis import heads as H
 from lesson_model.analysis import lens as LENS
@@ -34,7 +34,7 @@ def _shuffled(answer_text: str, distractors: list[str], seed: str) -> tuple[tupl
 
 
 def _prompt_tokens(lm, text: str) -> list:
-    return capped(lm.tokenize(text), CAP)[0]
+    return lm.cut(lm.tokenize(text), CAP)[0]       # <bos> kept (LessonModel.cut)
 
 
 def _ids(tokens) -> list[int]:
