@@ -275,24 +275,23 @@ def _toy_section(page: Lesson, weights: list[float], scaled: list[float], md_tok
     section's notices."""
     page.part("toy", page.t("toy.title"))
     page.prose("toy")
-    left, right = st.columns([3, 2], gap="medium")
-    with right:
+    slider, result = st.columns([3, 2], gap="medium")      # the query, then the whole table below
+    with slider:
         height = state.url_float("toy_h", page.t("toy.height"), 1.50, 2.00, toys.QUERY_HEIGHT, 0.01,
                                  help=page.t("toy.height_help"))
     hw = toys.height_weight(height)
     names = [page.t(f"toy.name.{i}") for i in range(len(hw.heights))]
-    with left:
-        st.dataframe(pd.DataFrame({
-            page.t("toy.col_name"): names,
-            page.t("toy.col_k"): [f"{h:.2f}" for h in hw.heights],
-            page.t("toy.col_v"): [f"{w:g}" for w in hw.weights],
-            page.t("toy.col_diff"): [f"{d:+.0f}" for d in hw.diffs_cm],
-            page.t("toy.col_score"): [f"{x:.2f}" for x in hw.scores],
-            page.t("toy.col_share"): [f"{a:.1%}" for a in hw.attention],
-            page.t("toy.col_contrib"): [f"{c:.2f}" for c in hw.contributions],
-        }), hide_index=True, width="stretch", key="toy_table")
-    with right:
+    with result:
         st.metric(page.t("toy.estimate"), page.t("toy.kg", v=f"{hw.estimate:.1f}"))
+    st.dataframe(pd.DataFrame({
+        page.t("toy.col_name"): names,
+        page.t("toy.col_k"): [f"{h:.2f}" for h in hw.heights],
+        page.t("toy.col_v"): [f"{w:g}" for w in hw.weights],
+        page.t("toy.col_diff"): [f"{d:+.0f}" for d in hw.diffs_cm],
+        page.t("toy.col_score"): [f"{x:.2f}" for x in hw.scores],
+        page.t("toy.col_share"): [f"{a:.1%}" for a in hw.attention],
+        page.t("toy.col_contrib"): [f"{c:.2f}" for c in hw.contributions],
+    }), hide_index=True, width="stretch", key="toy_table")
     st.markdown(page.t("toy.formula", q=f"{hw.query:.2f}", w=f"{toys.WIDTH_CM:g}"))
     order = sorted(range(len(weights)), key=lambda j: -weights[j])[:3]
     st.markdown(page.t("toy.real_title", query=md_tok(query)))
