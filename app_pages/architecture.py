@@ -150,7 +150,7 @@ def render() -> None:
     st.subheader(page.t("train_title"), anchor=False)
     page.prose("train")
     font = theme.font_family().split(",")[0]
-    st.graphviz_chart(F.training_diagram(page.t, font), width="stretch")
+    theme.diagram(F.training_diagram(page.t, font))
     page.prose("parallel")
     tokens = page.tokens(lm, cap=CAP)
     loss = None

@@ -49,8 +49,8 @@ def render() -> None:
     page.prose("shape")
     diagram, facts = st.columns([3, 2], gap="large", vertical_alignment="center")
     with diagram:
-        st.graphviz_chart(F.mlp_diagram(page.t, cfg.d_model, cfg.d_ff, theme.font_family().split(",")[0],
-                                        ACT["act"], cfg.post_norms), width=F.diagram_px(DIAGRAM_WIDTH))
+        theme.diagram(F.mlp_diagram(page.t, cfg.d_model, cfg.d_ff, theme.font_family().split(",")[0],
+                                    ACT["act"], cfg.post_norms), width=F.diagram_px(DIAGRAM_WIDTH))
     with facts:
         st.metric(page.t("metric.mlp_layer"), f"{mine.per_layer['mlp']:,}",
                   help=page.t("metric.mlp_layer_help", d=cfg.d_model, f=cfg.d_ff))

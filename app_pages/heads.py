@@ -116,9 +116,11 @@ def render() -> None:
         overview = F.overview_figure(grid.tolist(), measure, (layer, head), page.t,
                                      page.t("fig.overview_title", measure=page.t(f"fig.measure.{measure}")))
         overview = theme.style(overview, height=160 + 24 * cfg.n_layers, title_width=24)     # a narrow column
+        about = theme.ChartText(overview)
         st.plotly_chart(theme.unchecked(overview), key="overview", theme=None, width="stretch", on_select=open_from_chart,
-                        selection_mode="points",
+                        selection_mode="points", alt=about.alt,
                         config={"displaylogo": False, "modeBarButtonsToRemove": ["lasso2d", "select2d"]})
+        theme.data_table(about, "overview")
         st.caption(page.t("overview_caption"))
     with right:
         pattern = patterns[head]
@@ -141,7 +143,7 @@ def render() -> None:
     # Drawn at a width that makes its text F.DIAGRAM_TEXT_PX (not stretched to the column, which made
     # a wide diagram's text tiny; see course/figures/heads.py).
     proj_dot, proj_width = F.projection_dot(cfg, page.t, theme.font_family().split(",")[0])
-    st.graphviz_chart(proj_dot, width=F.diagram_px(proj_width))
+    theme.diagram(proj_dot, width=F.diagram_px(proj_width))
     share = H.query_weight_slices(lm, layer)                             # [n_heads, n_chunks]
     feeding = H.inputs_feeding_head(lm, layer)                           # [n_heads]
     st.markdown(page.t("shapes", d=cfg.d_model, q=cfg.n_heads * cfg.d_head, h=cfg.n_heads, dh=cfg.d_head, layer=layer))
@@ -165,7 +167,7 @@ def render() -> None:
     group = head // cfg.group_size
     members = list(range(group * cfg.group_size, (group + 1) * cfg.group_size))
     gqa_dot, gqa_width = F.gqa_dot(cfg.n_heads, cfg.n_kv_heads, head, page.t, theme.font_family().split(",")[0])
-    st.graphviz_chart(gqa_dot, width=F.diagram_px(gqa_width))
+    theme.diagram(gqa_dot, width=F.diagram_px(gqa_width))
     left, right = st.columns([2, 3], gap="medium")
     with left:
         W = lm.decoder.blocks[layer].attn

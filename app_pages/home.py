@@ -7,6 +7,7 @@ import torch
 from course import i18n, nav, state, theme
 from course.cache import home as cache
 from course.figures import chart as go
+from course.figures.diagrams import one_line
 from course.i18n import big_number, join_list, t, with_paren
 from course.lesson import Lesson
 from course.notices import home as N
@@ -119,6 +120,15 @@ def loop_svg(page: Lesson, cfg) -> tuple[str, int]:
            f'width="{width:.0f}" height="{height:.0f}" font-family="{esc(theme.font_family())}" '
            f'font-size="{FONT}"><defs>{defs}</defs>{"".join(parts)}</svg>')
     return svg, int(width)
+
+
+def loop_alt(page: Lesson, cfg) -> str:
+    """The loop diagram's alt text, from the same labels as the picture."""
+    chain = [page.t("diagram.text"), page.t("diagram.tokens"), page.t("diagram.vectors", d_model=cfg.d_model),
+             page.t("diagram.attention"), page.t("diagram.ffn"), page.t("diagram.scores", vocab=f"{cfg.vocab_size:,}"),
+             page.t("diagram.pick")]
+    return t("chart.loop", chains=" → ".join(one_line(label) for label in chain),
+             n=cfg.n_layers, back=one_line(page.t("diagram.append")))
 
 
 # --- the model card ------------------------------------------------------------------------------
@@ -263,7 +273,7 @@ def render() -> None:
     st.subheader(page.t("loop_title"), anchor=False)
     page.prose("loop")
     svg, natural_width = loop_svg(page, cfg)
-    st.image(svg, width=natural_width)
+    st.image(svg, width=natural_width, alt=loop_alt(page, cfg))
     st.caption(page.t("links_caption"))
     number = 0
     sections = nav.SECTIONS[1:]

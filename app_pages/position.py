@@ -229,8 +229,8 @@ def render() -> None:
     cards[2].metric(page.t("where.buffer"), f"{sum(rope.inv_freq.numel() for rope in ropes):,}",
                     help=page.t("where.buffer_help", half=half, bases=len(ropes)))
     diagram_font, diagram_width = diagram_size(cfg.qk_norm)     # larger in presenter mode (course/figures/position.py)
-    st.graphviz_chart(block_diagram(diagram_labels, theme.font_family().split(",")[0], qk_norm=cfg.qk_norm,
-                                    fontsize=diagram_font), width=diagram_width)
+    theme.diagram(block_diagram(diagram_labels, theme.font_family().split(",")[0], qk_norm=cfg.qk_norm,
+                                fontsize=diagram_font), width=diagram_width)
 
     with st.expander(page.t("long.title"), icon=":material/menu_book:"):
         page.prose("long")

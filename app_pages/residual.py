@@ -201,7 +201,7 @@ def render() -> None:
     for title_key, diagram in (("diag.pre_title", F.prenorm_diagram), ("diag.post_title", F.postnorm_diagram),
                                ("diag.sandwich_title", F.sandwich_diagram)):
         st.markdown(f"**{page.t(title_key)}**")
-        st.graphviz_chart(diagram(page.t, font), width="stretch")
+        theme.diagram(diagram(page.t, font))
 
     # what each sub-layer computes and what it adds: the post-norms at work (Gemma), or nothing between (SmolLM2)
     writes = NO.sublayer_writes(lm, run, pos)
@@ -214,7 +214,7 @@ def render() -> None:
     page.prose("gradient")
     grad_norms, branch = cache.gradient_table(lm.name, ids, token_id, pos, _lm=lm)
     grad_depths = [str(i) for i in range(cfg.n_layers)] + [page.t("grad.out")]
-    st.graphviz_chart(F.gradient_diagram(page.t, font, cfg.n_layers), width="stretch")
+    theme.diagram(F.gradient_diagram(page.t, font, cfg.n_layers))
     theme.plot(F.gradient_figure(page.t, grad_depths, grad_norms), key="grad_chart", height=400)
     skip_wins = sum(1 for a, m in branch if a < 1 and m < 1)
     grad_note = [page.t("grad.caption", token=md_label(lm.token_text(token_id)), pos=pos)]
