@@ -2,13 +2,16 @@
 
 - A "Skip to the lesson" link, the first thing Tab reaches on every page (in the learner's
   language; it replaces Streamlit's English "Skip to main content"), that moves the focus to
-  the lesson's title, so the next Tab goes on into the lesson.
+  the lesson's title, so the next Tab goes on into the lesson; and the focus kept on a widget that
+  Streamlit draws anew on the rerun its own change starts (a slider moved with the arrow keys).
 - Streamlit's own markup, repaired in the browser where axe-core (tests/browser) finds it wrong:
   the sidebar's lesson list holds each section in a <div> inside the <ul> (the section becomes
   the list, the <ul> a plain group), and the pages' section headings are <h3> right under the
   <h1> (read as level 2).
 - On a narrow screen (a phone) the charts' toolbar is hidden (it covered the right edge of
-  every chart) and a chart title wider than its chart is scaled down to fit.
+  every chart), a chart or subplot title wider than its chart is moved inside and scaled down
+  to fit, and tick labels that would be drawn over each other are thinned out (every label that
+  overlaps the last one kept is left out, as plotly does with its own automatic ticks).
 - ``?theme=dark`` (a shell URL parameter like lang and present, and a sidebar switch): Streamlit's
   own dark theme, chosen the way its settings menu chooses it (the browser's local storage,
   read when a page loads, so switching reloads the page once; .streamlit/config.toml sets no
@@ -115,16 +118,53 @@ _SCRIPT = """<script>
     }
   }
   function fitTitles() {
-    doc.querySelectorAll("[data-testid='stPlotlyChart'] .main-svg .gtitle").forEach(title => {
-      const svg = title.closest('svg');
-      if (!svg) return;
-      title.style.transform = '';
-      const r = title.getBoundingClientRect(), s = svg.getBoundingClientRect();
-      if (!r.width || r.right <= s.right - 2) return;
-      const k = Math.max(0.5, (s.right - 4 - r.left) / r.width);
-      title.style.transformBox = 'fill-box'; title.style.transformOrigin = '0 0';
-      title.style.transform = 'scale(' + k.toFixed(3) + ')';
+    // a chart title, axis title or subplot title wider than its chart: moved inside, scaled down to fit
+    doc.querySelectorAll("[data-testid='stPlotlyChart'] .main-svg").forEach(svg => {
+      const s = svg.getBoundingClientRect();
+      svg.querySelectorAll('.gtitle, .annotation').forEach(title => {
+        title.style.transform = '';
+        const r = title.getBoundingClientRect();
+        if (!r.width || (r.right <= s.right - 2 && r.left >= s.left + 2)) return;
+        const k = Math.max(0.5, Math.min(1, (s.width - 6) / r.width));
+        const left = Math.min(Math.max(r.left, s.left + 3), s.right - 3 - r.width * k);
+        title.style.transformBox = 'fill-box'; title.style.transformOrigin = '0 0';
+        title.style.transform = 'translateX(' + (left - r.left).toFixed(1) + 'px) scale(' + k.toFixed(3) + ')';
+      });
     });
+  }
+  function thinTicks() {
+    // tick labels drawn over each other (a token axis, a log axis' minor labels on a narrow
+    // chart): every label that would overlap the last one kept is left out, as plotly does for its
+    // own automatic ticks; the hover and the chart's table keep every label
+    doc.querySelectorAll("[data-testid='stPlotlyChart'] .xaxislayer-above, [data-testid='stPlotlyChart'] .yaxislayer-above").forEach(layer => {
+      const ticks = [...layer.querySelectorAll('.xtick text, .ytick text')];
+      ticks.forEach(t => { if (t.style.display === 'none') t.style.display = ''; });
+      let kept = null;
+      for (const t of ticks) {
+        const r = t.getBoundingClientRect();
+        if (!r.width) continue;
+        if (kept && Math.min(r.right, kept.right) - Math.max(r.left, kept.left) > 1
+            && Math.min(r.bottom, kept.bottom) - Math.max(r.top, kept.top) > 1) { t.style.display = 'none'; continue; }
+        kept = r;
+      }
+    });
+  }
+  // Streamlit may draw a widget anew on the rerun its own change starts (a slider moved with the
+  // arrow keys is replaced): the focus would fall back to the page's start. The element that had
+  // it is remembered by its widget key; when it is gone from the page and nothing else has the
+  // focus, the same kind of control under the same key gets it back.
+  let lastFocus = null;
+  function keyOf(el) {
+    const host = el && el.closest && el.closest('[class*="st-key-"]');
+    return host ? [...host.classList].find(c => c.startsWith('st-key-')) : null;
+  }
+  function refocus() {
+    if (!lastFocus || lastFocus.el.isConnected || Date.now() - lastFocus.at > 30000) return;
+    const active = doc.activeElement;
+    if (active && active !== doc.body) { lastFocus = null; return; }
+    const host = doc.querySelector('.' + CSS.escape(lastFocus.key));
+    const el = host && [...host.querySelectorAll(lastFocus.tag)].find(e => (e.type || '') === lastFocus.type && !e.disabled);
+    if (el) { el.focus({preventScroll: true}); lastFocus = null; }
   }
   function theme() {
     const app = doc.querySelector('.stApp');
@@ -148,7 +188,7 @@ _SCRIPT = """<script>
     window.location.replace(url.toString());
   }
   function fix() {
-    try { skipLink(); navList(); headings(); if (window.innerWidth <= 640) fitTitles(); } catch (e) {}
+    try { refocus(); skipLink(); navList(); headings(); if (window.innerWidth <= 640) { fitTitles(); thinTicks(); } } catch (e) {}
   }
   window.__decoderLabFix = fix;
   if (!window.__decoderLabObserver) {
@@ -160,6 +200,10 @@ _SCRIPT = """<script>
     });
     window.__decoderLabObserver.observe(doc.body, {childList: true, subtree: true});
     window.addEventListener('resize', () => setTimeout(fix, 300));
+    doc.addEventListener('focusin', e => {
+      const key = keyOf(e.target);
+      lastFocus = key ? {el: e.target, key, tag: e.target.tagName, type: e.target.type || '', at: Date.now()} : null;
+    }, true);
   }
   fix();
   setTimeout(theme, 0);

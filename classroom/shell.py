@@ -69,6 +69,11 @@ html, body, .stApp, .stApp p, .stApp li, .stApp label, .stApp button, .stApp inp
 [data-testid="stSidebarNavLink"]:focus-visible, .stApp a:focus-visible {{ outline: 2px solid {link}; outline-offset: -2px; }}
 [data-testid="stMain"] h1:focus {{ outline: none; }}
 .stApp [data-testid="stCaptionContainer"], .stApp [data-testid="stCaptionContainer"] * {{ color: {muted}; opacity: 1; }}
+/* the chosen option of a segmented control: Streamlit draws it in its primary red on a pale red,
+   #c53948 on #f3e5e6 (4.1:1); a darker red (light) or a pale one on a dark red (dark) reads at AA */
+.stApp button[data-variant="segmented_control"][data-selected="true"]:not(:disabled),
+.stApp button[data-variant="segmented_control"][data-selected="true"]:not(:disabled) * {{ color: {chosen}; }}
+.stApp button[data-variant="segmented_control"][data-selected="true"]:not(:disabled) {{ background-color: {chosen_bg}; }}
 @media (max-width: 640px) {{
   [data-testid="stPlotlyChart"] .modebar-container {{ display: none !important; }}
 }}
@@ -77,10 +82,11 @@ html, body, .stApp, .stApp p, .stApp li, .stApp label, .stApp button, .stApp inp
 # The light theme's captions (Streamlit's #828180 is 3.88:1 on white; this is 6.7:1, 6.2:1 on
 # the sidebar's grey) and the dark theme's fixes of the course's own light-only CSS.
 THEME_CSS = {
-    "light": dict(bg="#ffffff", link="#0b57d0", muted="#5b5a58", dark=""),
-    "dark": dict(bg="#0e1117", link="#8ab4f8", muted="#c1c3c7", dark="""
+    "light": dict(bg="#ffffff", link="#0b57d0", muted="#5b5a58", chosen="#9b1c2c", chosen_bg="#f3e5e6", dark=""),
+    "dark": dict(bg="#0e1117", link="#8ab4f8", muted="#c1c3c7", chosen="#ffc9ce", chosen_bg="#3b1c22", dark="""
 [data-testid^="stAlertContent"] :not(pre) > code {{ background: rgba(0, 0, 0, 0.35); box-shadow: inset 0 0 0 1px rgba(255, 255, 255, 0.2); }}
 .st-key-present_header {{ background: #0e1117 !important; }}
+.stApp [data-testid="stSliderThumbValue"], .stApp [data-testid="stSliderThumbValue"] * {{ color: #ff9aa2; }}
 """),
 }
 _LANG_SCRIPT = "<script>document.documentElement.lang = {lang!r};</script>"

@@ -183,6 +183,8 @@ def test_the_dark_theme_draws_on_the_dark_background_with_light_ink(monkeypatch)
     monkeypatch.setattr(style, "view", lambda: style.View(dark=True))
     fig = busy_figure()
     fig.add_annotation(text="boxed", x=1, y=2, font=dict(color="#1f2937"), bgcolor="white", row=1, col=1)
+    fig.add_annotation(text="veiled", x=1, y=1, bgcolor="rgba(255,255,255,0.85)", row=1, col=1)
+    fig.update_layout(plot_bgcolor="white", paper_bgcolor="black")      # a figure's own backgrounds
     fig.add_bar(x=[1, 2], y=[1, 2], marker=dict(color=["black", "#1f2937"]), row=1, col=2)
     fig.add_heatmap(z=[[1, 2]], colorscale=[[0, "black"], [1, "white"]], row=1, col=2)
     spec = theme.style(fig)
@@ -192,6 +194,8 @@ def test_the_dark_theme_draws_on_the_dark_background_with_light_ink(monkeypatch)
     assert layout["font"]["color"] == style.DARK_TEXT
     boxed = next(a for a in layout["annotations"] if a.get("text") == "boxed")
     assert boxed["font"]["color"] == style.DARK_TEXT and boxed["bgcolor"] == style.DARK_BG
+    assert next(a for a in layout["annotations"] if a.get("text") == "veiled")["bgcolor"] == "rgba(14,17,23,0.85)"
+    assert layout["plot_bgcolor"] == layout["paper_bgcolor"] == style.DARK_BG
     assert spec["data"][-2]["marker"]["color"] == ["black", "#1f2937"]
     assert spec["data"][-1]["colorscale"] == [[0, "black"], [1, "white"]]
     assert go.Figure(spec).to_dict() == spec

@@ -91,19 +91,27 @@ DARK_INK = {"#1f2937": DARK_TEXT, "black": "#ffffff", "#000": "#ffffff", "#00000
             "#111827": "#f3f4f6", "#374151": "#d1d5db", "#4b5563": "#cbd5e1", "#6b7280": "#b0b7c3",
             "#333": "#d1d5db", "#333333": "#d1d5db", "#444": "#cbd5e1", "#444444": "#cbd5e1",
             "#555": "#c0c4cc", "#555555": "#c0c4cc", "#666": "#b0b7c3", "#666666": "#b0b7c3"}
-_DARK_FILL = {"white": DARK_BG, "#fff": DARK_BG, "#ffffff": DARK_BG}   # backgrounds only (bgcolor)
-_INK_KEYS = ("color", "bgcolor", "bordercolor", "linecolor", "gridcolor", "zerolinecolor", "tickcolor",
+_DARK_FILL = {"white": DARK_BG, "#fff": DARK_BG, "#ffffff": DARK_BG, "black": DARK_BG, "#000": DARK_BG,
+              "#000000": DARK_BG}   # backgrounds only (bgcolor, plot_bgcolor, paper_bgcolor)
+_WHITE_VEIL = re.compile(r"rgba\(\s*255\s*,\s*255\s*,\s*255\s*,\s*([0-9.]+)\s*\)")
+_BG_KEYS = ("bgcolor", "plot_bgcolor", "paper_bgcolor")
+_INK_KEYS = ("color", *_BG_KEYS, "bordercolor", "linecolor", "gridcolor", "zerolinecolor", "tickcolor",
              "outlinecolor", "fillcolor")
 
 
 def _darken(node) -> None:
     """Swap the ink colours (DARK_INK) set anywhere in a figure's JSON for the dark theme's, and
-    white label backgrounds for the dark background, in place. Colours given per point (lists:
-    text chosen to read on its own cell) and colour scales are left alone."""
+    white (or black) backgrounds and half-white label backings for the dark background, in place.
+    Colours given per point (lists: text chosen to read on its own cell) and colour scales are
+    left alone."""
     if isinstance(node, dict):
         for key, value in node.items():
             if key in _INK_KEYS and isinstance(value, str):
-                node[key] = (_DARK_FILL if key == "bgcolor" else DARK_INK).get(value.lower(), value)
+                if key in _BG_KEYS:
+                    veil = _WHITE_VEIL.fullmatch(value.strip())   # a label's half-white backing
+                    node[key] = f"rgba(14,17,23,{veil.group(1)})" if veil else _DARK_FILL.get(value.lower(), value)
+                else:
+                    node[key] = DARK_INK.get(value.lower(), value)
             elif isinstance(value, (dict, list)) and key not in ("template", "colorscale"):
                 _darken(value)
     elif isinstance(node, list):
