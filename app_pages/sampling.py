@@ -194,7 +194,7 @@ def _weather_section(page: Lesson, lm, names: list[str]) -> list:
     beside them. Returns this section's notices."""
     page.part("weather", page.t("weather.title"))
     prompt = page.t("weather.prompt")
-    st.markdown(page.t("weather.intro", prompt=md_label(prompt)))
+    st.markdown(page.t("weather.intro", prompt=md_label(prompt, 60)))   # the whole prompt, not a token cut short
     table = context_cache.weather(lm, prompt, names)
     temps = table.temperatures
     toy = sd.temperature_table(temperatures=temps)

@@ -165,7 +165,7 @@ class Lesson:
         """Predict, then see: this lesson's question on the session's prompt, before the figure
         that answers it (course/predict_view.py; nothing when the prompt gives no question)."""
         from course import predict_view
-        predict_view.ask(self.page, lm)
+        predict_view.ask(self.page, lm, heading=lambda title: self.part("predict", title))
 
     def run(self, lm, tokens: Sequence, names: Iterable[str] = (), *, all_logits: bool = False,
             hooks: dict | None = None, hooks_key: Hashable = None) -> CachedRun:

@@ -122,14 +122,15 @@ def valid_guess(spec: dict, value) -> bool:
 
 # --- the block ---------------------------------------------------------------------------
 
-def ask(lesson: str, lm) -> Question | None:
-    """Draw the lesson's block (nothing when this prompt has no question); returns the question."""
+def ask(lesson: str, lm, heading: Callable[[str], None] | None = None) -> Question | None:
+    """Draw the lesson's block (nothing when this prompt has no question); returns the question.
+    ``heading(title)`` draws its title (Lesson.predict: a page part, so presenter mode lists it)."""
     text = state.prompt()
     question = question_for(lesson, lm, text)
     if question is None:
         return None
     with st.container(border=True, key=f"predict_{lesson}"):
-        st.subheader(t("predict.title"), anchor=False)
+        (heading or (lambda title: st.subheader(title, anchor=False)))(t("predict.title"))
         for panel in _PANELS:
             if panel(question, lm, text):
                 return question

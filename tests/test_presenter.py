@@ -149,7 +149,9 @@ def test_sections_listed_in_page_order_and_a_jump_is_in_the_url(present):
     shown = list(at.selectbox(key=presenter.PICK).options)
     names = i18n.catalog("en")
     assert shown[0] == names["nav.attention"] and shown[-2:] == [names["lesson.notice"], names["lesson.try"]]
-    assert names["attention.search_title"] in shown and len(shown) == 9    # intro, six parts, notice, try
+    assert names["attention.search_title"] in shown and names["attention.toy.title"] in shown
+    assert names["predict.title"] == shown[1]                               # Predict, then see: before the figures
+    assert len(shown) == 11              # intro, Predict then see, seven parts (steps, toy ... cost), notice, try
     assert url_value(at, "section") is None and scrolls_to(at) == []
     at.selectbox(key=presenter.PICK).select("pattern").run()
     assert not errors(at)

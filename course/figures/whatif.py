@@ -49,7 +49,7 @@ def loss_figure(labels: Sequence[str], before: Sequence[float], after: Sequence[
                    customdata=list(after_labels), hovertemplate=hover_a),
     ])
     fig.update_xaxes(title=tr("fig.target_axis"), tickmode="array", tickvals=x, ticktext=list(labels),
-                     tickangle=-60 if len(x) > 12 else "auto")   # auto: turned when they would overlap (a phone)
+                     tickangle=-60 if len(x) > 12 else None)   # None: plotly's own auto, turned when they would overlap
     fig.update_yaxes(title=tr("fig.loss_axis"), rangemode="tozero")
     fig.update_layout(title=tr("fig.loss_title"), legend=dict(orientation="h", y=1.02, x=1, xanchor="right",
                                                               yanchor="bottom"))
