@@ -145,7 +145,6 @@ def test_charts_whole_on_a_phone(browser, base_url, shots, page_id):
 
 # --- the dark theme ----------------------------------------------------------------------
 
-BACKGROUND = "() => getComputedStyle(document.querySelector('.stApp')).backgroundColor"
 # Each chart's paper (the first svg's background) and the plot areas and legend boxes it fills
 # (plotly draws a transparent box as black at fill-opacity 0: those are left out).
 CHART_BACKGROUNDS = """() => [...document.querySelectorAll("[data-testid='stMain'] [data-testid='stPlotlyChart']")].flatMap(chart => {
@@ -155,12 +154,25 @@ CHART_BACKGROUNDS = """() => [...document.querySelectorAll("[data-testid='stMain
 })"""
 
 
+def wait_background(page, test: str) -> None:
+    """Wait until the app's background colour c (three numbers) passes `test`, then the page drawn.
+
+    A theme switch may reload the page, so `.stApp` can be missing for a moment: that is a wait,
+    not an error."""
+    page.wait_for_function("() => { const a = document.querySelector('.stApp'); if (!a) return false;"
+                           " const m = getComputedStyle(a).backgroundColor.match(/\\d+/g); if (!m) return false;"
+                           f" const c = m.map(Number); return {test}; }}", timeout=120_000)
+    harness.wait_until_drawn(page)
+
+
 def wait_dark(page) -> None:
     """Wait for the dark theme (the first load may reload once to apply it) and the page drawn."""
-    page.wait_for_function("() => { const a = document.querySelector('.stApp'); if (!a) return false;"
-                           " const c = getComputedStyle(a).backgroundColor.match(/\\d+/g).map(Number);"
-                           " return c[0] + c[1] + c[2] < 384; }", timeout=120_000)
-    harness.wait_until_drawn(page)
+    wait_background(page, "c[0] + c[1] + c[2] < 384")
+
+
+def wait_light(page) -> None:
+    """Wait for the light theme (white) and the page drawn."""
+    wait_background(page, "c[0] === 255 && c[1] === 255 && c[2] === 255")
 
 
 @pytest.mark.parametrize("page_id,lang", [("home", "en"), ("tokens", "zh-Hant"), ("attention", "en"),
@@ -195,15 +207,12 @@ def test_dark_theme_switch(browser, base_url):
     page.set_default_timeout(120_000)
     try:
         page.goto(harness.page_url(base_url, "tokens", lang="en"))
-        harness.wait_until_drawn(page)
-        assert page.evaluate(BACKGROUND) == "rgb(255, 255, 255)"
+        wait_light(page)
         page.locator(".st-key-theme_toggle label").click()
         wait_dark(page)
         page.wait_for_function("() => new URLSearchParams(location.search).get('theme') === 'dark'")
         page.locator(".st-key-theme_toggle label").click()
-        page.wait_for_function("() => getComputedStyle(document.querySelector('.stApp')).backgroundColor === 'rgb(255, 255, 255)'",
-                               timeout=120_000)
-        harness.wait_until_drawn(page)
+        wait_light(page)
         page.wait_for_function("() => !new URLSearchParams(location.search).has('theme')")
     finally:
         context.close()
