@@ -27,6 +27,7 @@ from course.figures.position import (
 )
 from course.lesson import Lesson
 from course.notices import position as N
+from course.predict import builders as PB
 from course.tokens import md_label, position_label, readable_texts
 from lesson_model.analysis import rope as R
 from lesson_model.decoder import RotaryEmbedding
@@ -35,9 +36,9 @@ CAP = cache.CAP           # prompt tokens this page runs
 SIN_D = 128               # width of the sinusoidal example (a small d_model, readable as a picture)
 SIN_POSITIONS = 64        # positions drawn at least
 CLOCK_FRACTIONS = (0, 1 / 8, 1 / 4, 1 / 2, 3 / 4, 1)   # the clock's hands: these fractions of the pairs
-REL_DISTANCES = (0, 1, 2, 4, 8, 16)
+REL_DISTANCES = PB.POSITION_DISTANCES     # (0, 1, 2, 4, 8, 16): the distances the question offers
 REL_POSITIONS = (0, 10, 100, 1000, 4000, 8000)
-CURVE_MAX = 128           # distances in the score-vs-distance curve
+CURVE_MAX = PB.POSITION_CURVE  # distances in the score-vs-distance curve (128), the question's too
 DEFAULT_HEAD = 0          # the default head (the default layer: cache.default_layer)
 DEGREES = 30.0            # the worked example's turn
 WIDE = theme.WIDE_TITLE   # title width of a chart spanning the page
@@ -60,6 +61,7 @@ def render() -> None:
     page = Lesson("position")
     page.header()
     lm = page.model()
+    page.predict(lm)                  # Predict, then see: before the figures that answer it
     cfg = lm.cfg
     tokens = page.tokens(lm, cap=CAP)
     n = len(tokens)

@@ -24,6 +24,7 @@ from course import state, theme
 from course.figures import train as F
 from course.lesson import Lesson
 from course.notices import train as N
+from course.predict import builders as B
 from course.text import code_span
 from lesson_model import training as T
 from server.training_queue import DONE, FAILED, QUEUED, OwnerBusy, QueueFull, shared_queue
@@ -92,6 +93,7 @@ def render() -> None:
             queue.cancel(job, watcher)
 
 
+    predict_slot = st.container()       # Predict, then see: above the curves, asked of the settings below
     # --- controls ---------------------------------------------------------------------------------------
     figure, controls = page.columns()
     with controls:
@@ -133,6 +135,9 @@ def render() -> None:
     if job is not None and job.active:
         queue.touch(job, watcher)
     refused = st.session_state.pop(_REFUSED, None)
+    with predict_slot:                  # the question of the run these settings train; answered once it is done
+        page.predict(None, question=B.train_question(settings, job.result if job is not None and job.state == DONE
+                                                     else None))
 
     with controls:
         finished = job is not None and job.state == DONE and job.result.stopped == "done"

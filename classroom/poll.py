@@ -139,7 +139,8 @@ def _bar_label(spec: dict, bar: dict) -> str:
     """A bar's label as plain text (plot_label escapes it)."""
     if spec["kind"] == "choice":
         option = spec["options"][int(bar["value"])]
-        return t(option) if spec["option_keys"] else option
+        fields = (spec.get("option_fields") or [{}] * len(spec["options"]))[int(bar["value"])]
+        return t(option, **fields) if spec["option_keys"] else option
     if spec["kind"] == "number":
         return i18n.big_number(float(bar["value"])) if spec["log"] else str(bar["value"])
     return str(bar["value"])

@@ -161,11 +161,12 @@ class Lesson:
             st.warning(t(key, n=len(tokens), cap=cap, last=last), icon=":material/content_cut:")
         return kept
 
-    def predict(self, lm) -> None:
+    def predict(self, lm, question=None) -> None:
         """Predict, then see: this lesson's question on the session's prompt, before the figure
-        that answers it (course/predict_view.py; nothing when the prompt gives no question)."""
+        that answers it (course/predict_view.py; nothing when the prompt gives no question), or
+        ``question``, one the page built (the training lab's, of the run about to be trained)."""
         from course import predict_view
-        predict_view.ask(self.page, lm, heading=lambda title: self.part("predict", title))
+        predict_view.ask(self.page, lm, heading=lambda title: self.part("predict", title), question=question)
 
     def run(self, lm, tokens: Sequence, names: Iterable[str] = (), *, all_logits: bool = False,
             hooks: dict | None = None, hooks_key: Hashable = None) -> CachedRun:

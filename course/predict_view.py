@@ -22,19 +22,28 @@ from course.predict import builders as B
 from course.predict.core import Question, percent
 from course.text import code_span, md_escape
 from course.tokens import label
+from server.models import cached_run
 
 _ANSWERS = "_predict_answers"        # {question key: the guess}
 _CACHE: OrderedDict = OrderedDict()  # (model, lesson, text) -> Question | None: shared by every session
 _CACHE_MAX = 48
 _LOCK = threading.Lock()
 _PANELS: list[Callable] = []         # classroom/poll.py: panel(question, lm, text) -> True when it drew the block
-TOKEN_FIELDS = {"token", "answer", "other", "second", "copy", "head", "guess_token"}
+TOKEN_FIELDS = {"token", "answer", "other", "second", "copy", "head", "guess_token", "key_token"}
 LOG_STEPS = [m * 10 ** e for e in range(6, 11) for m in (1, 2, 5)][:-2]   # 1 M ... 10 B
 
 
 def register_class_panel(panel: Callable) -> None:
     """The classroom's panel (one): called first; when it returns True it drew the block."""
     _PANELS[:] = [panel]
+
+
+def shared_runner(lm):
+    """Forward passes through the process's run cache (server.models.cached_run): a question on
+    the same tokens and captures as its page's pass reads that pass, computed once."""
+    def run(ids, names=(), all_logits: bool = False, hooks: dict | None = None, hooks_key=None):
+        return cached_run(lm, ids, names, all_logits=all_logits, hooks=hooks, hooks_key=hooks_key)
+    return run
 
 
 def question_for(lesson: str, lm, text: str) -> Question | None:
@@ -45,7 +54,7 @@ def question_for(lesson: str, lm, text: str) -> Question | None:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    question = B.build(lesson, lm, text)
+    question = B.build(lesson, lm, text, shared_runner(lm))
     with _LOCK:
         _CACHE[key] = question
         while len(_CACHE) > _CACHE_MAX:
@@ -75,7 +84,8 @@ def option_text(spec: dict, i: int, lang: str | None = None) -> str:
     """Option ``i`` of a question (its public dict) as Markdown."""
     option = spec["options"][i]
     if spec["option_keys"]:
-        return i18n.text_in(lang, option) if lang else t(option)
+        fields = spec.get("option_fields") or [{}] * len(spec["options"])
+        return phrase(option, fields[i], lang)
     return code_span(label(option, 40))
 
 
@@ -122,16 +132,22 @@ def valid_guess(spec: dict, value) -> bool:
 
 # --- the block ---------------------------------------------------------------------------
 
-def ask(lesson: str, lm, heading: Callable[[str], None] | None = None) -> Question | None:
+def ask(lesson: str, lm, heading: Callable[[str], None] | None = None,
+        question: Question | None = None) -> Question | None:
     """Draw the lesson's block (nothing when this prompt has no question); returns the question.
-    ``heading(title)`` draws its title (Lesson.predict: a page part, so presenter mode lists it)."""
-    text = state.prompt()
-    question = question_for(lesson, lm, text)
+    ``heading(title)`` draws its title (Lesson.predict: a page part, so presenter mode lists it).
+    ``question``: one the page built itself (the training lab's, of its settings, not of the
+    prompt); else the lesson's question on the shared prompt."""
+    if question is None:
+        text = state.prompt()
+        question = question_for(lesson, lm, text)
+    else:
+        text = ""
     if question is None:
         return None
     with st.container(border=True, key=f"predict_{lesson}"):
         (heading or (lambda title: st.subheader(title, anchor=False)))(t("predict.title"))
-        for panel in _PANELS:
+        for panel in _PANELS if not question.pending else ():     # a class is asked once the answer exists
             if panel(question, lm, text):
                 return question
         solo(question, lm, text)
@@ -168,7 +184,11 @@ def solo(question: Question, lm, text: str) -> None:
         st.button(t("predict.check"), key=f"predict_check_{question.id}", icon=":material/visibility:",
                   on_click=_submit, args=(question.key, widget, spec), type="primary")
         return
-    reveal(question, guess, lm, text)
+    if question.pending:                            # the run it asks about is still to come
+        st.markdown(t("predict.yours", guess=value_text(spec, guess)))
+        st.info(t("predict.waiting"), icon=":material/hourglass_top:")
+    else:
+        reveal(question, guess, lm, text)
     st.button(t("predict.again"), key=f"predict_again_{question.id}", icon=":material/replay:",
               on_click=_again, args=(question.key,))
 

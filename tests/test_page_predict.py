@@ -13,6 +13,7 @@ import pytest
 from classroom import store as class_store
 from classroom.poll_store import polls
 from course import i18n, nav, predict_view
+from course.predict.core import percent
 from tests.conftest import APP, APP_TIMEOUT
 
 pytestmark = pytest.mark.page
@@ -163,3 +164,74 @@ def test_stopped_student_is_not_asked_and_late_joiner_is(warm_app, fresh_store):
     no_errors(late)
     assert i18n.catalog("zh-Hant")["predict.class.asked"] in text_of(late)
     assert late.button(key=f"poll_send_{poll.id}")
+
+
+def block_question(lesson: str, text: str):
+    return [q for (model, les, txt), q in predict_view._CACHE.items() if les == lesson and txt == text][-1]
+
+
+@pytest.mark.parametrize("lang", i18n.LANGS)
+def test_position_block_in_each_language(open_page, lang):
+    """Position (RoPE): the question names the last token's query and the previous token's key,
+    offers distances, and after a guess reveals the model's distance and why, in each language."""
+    cat = i18n.catalog(lang)
+    prompt = PROMPT if lang == "en" else PROMPT_ZH[lang]
+    at = open_page("position", lang=lang, prompt=prompt)
+    no_errors(at)
+    assert cat["predict.title"] in [s.value for s in at.subheader]
+    assert cat["predict.position.text"].split("{")[0] in text_of(at)
+    q = block_question("position", prompt)
+    radio = at.radio(key="predict_in_position.distance")
+    assert len(radio.options) == len(q.options)
+    radio.set_value(q.answer).run()
+    at.button(key="predict_check_position.distance").click().run()
+    no_errors(at)
+    shown = text_of(at)
+    assert cat["predict.right"] in shown
+    assert cat["predict.why"].format(why="").strip() in shown
+    assert cat["predict.position.why"].split("{")[0] in shown
+    # the block comes before the figure that answers it
+    subheaders = [s.value for s in at.subheader]
+    assert subheaders.index(cat["predict.title"]) < subheaders.index(i18n.catalog(lang)["position.rel.title"])
+
+
+TRAIN = {"steps": "100", "layers": "1", "seed": "4242"}      # the shortest training the limits allow
+
+
+@pytest.mark.parametrize("lang", i18n.LANGS)
+def test_training_lab_block_asks_before_the_run(open_page, lang):
+    """Training lab: asked of the run these settings will train: options are parts of the run and
+    "not at all"; a guess waits for the run (nothing revealed yet)."""
+    from course.predict import builders as B
+    cat = i18n.catalog(lang)
+    at = open_page("train", lang=lang, params=dict(TRAIN, seed="4243"))
+    no_errors(at)
+    assert cat["predict.title"] in [s.value for s in at.subheader]
+    assert cat["predict.train.text"].split("{")[0] in text_of(at)
+    radio = at.radio(key="predict_in_train.phase")
+    assert len(radio.options) == B.TRAIN_BINS + 1                        # the parts of the run, and "not at all"
+    radio.set_value(4).run()
+    at.button(key="predict_check_train.phase").click().run()
+    no_errors(at)
+    assert cat["predict.waiting"] in text_of(at)
+    assert cat["predict.why"].split("{")[0] not in text_of(at)
+
+
+def test_training_lab_block_reveals_once_trained(open_page):
+    """The guess made before Start is scored against the run the page then shows: 100 steps of one
+    layer form no induction head, so "not within 100 steps" is right, and the why says its best."""
+    from tests.test_page_train import _wait_done
+    cat = i18n.catalog("en")
+    at = open_page("train", lang="en", params=TRAIN)
+    at.radio(key="predict_in_train.phase").set_value(4).run()
+    at.button(key="predict_check_train.phase").click().run()
+    at.button(key="start").click().run()
+    at = _wait_done(at)
+    no_errors(at)
+    result = at.session_state["_train_job"].result
+    assert result.phase_step is None
+    shown = text_of(at)
+    assert cat["predict.right"] in shown
+    best = max(result.history, key=lambda p: max(p.induction))
+    assert cat["predict.train.why_never"].format(steps="100", threshold="30%", score=percent(max(best.induction)),
+                                                 at=f"{best.step:,}") in shown

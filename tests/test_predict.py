@@ -98,6 +98,69 @@ def test_question_modules_load_without_streamlit():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
 
 
+@pytest.mark.unit
+def test_pending_question_and_option_fields():
+    q = Question("x.y", "abc", "choice", ("k", {}), ("", {}), None, options=("a", "b"), option_keys=True,
+                 option_fields=({"n": 1}, {"n": 2}))
+    assert q.pending and q.public()["option_fields"] == [{"n": 1}, {"n": 2}]
+    assert not Question("x.y", "abc", "choice", ("k", {}), ("w", {}), 0, options=("a", "b")).pending
+    with pytest.raises(ValueError):
+        Question("x.y", "abc", "choice", ("k", {}), ("w", {}), 0, options=("a", "b"), option_fields=({},))
+
+
+# --- the training lab's question (pure: made-up histories) -----------------------------------
+
+def _history(scores, every=25):
+    from lesson_model.training import Progress
+    return [Progress(step=i * every, steps=every * (len(scores) - 1), elapsed_s=0.0, loss=1.0, loss_repeat=1.0,
+                     induction=[0.01, s], prev_token=[0.5, 0.1], best_heads=[0, 1], prev_heads=[0, 0])
+            for i, s in enumerate(scores)]
+
+
+def _result(settings, history, stopped="done"):
+    from lesson_model.training import TrainResult, phase_change
+    return TrainResult(settings=settings, history=history, checkpoints=[], phase_step=phase_change(history),
+                       stopped=stopped, seconds=1.0, steps_done=history[-1].step)
+
+
+@pytest.mark.unit
+def test_train_bins_and_bin_edges():
+    from course.predict.builders import train_bin, train_bins
+    assert train_bins(2000, 25) == [0, 500, 1000, 1500, 2000]
+    assert train_bins(100, 25) == [0, 25, 50, 75, 100]
+    assert train_bins(110, 25) == [0, 25, 50, 75, 110]            # the last part ends at the run's end
+    edges = [0, 500, 1000, 1500, 2000]
+    assert [train_bin(s, edges) for s in (0, 25, 500, 525, 1000, 1500, 1525, 2000)] == [0, 0, 0, 1, 1, 2, 3, 3]
+    assert train_bin(None, edges) == 4                               # no phase change: the last option
+    with pytest.raises(ValueError):
+        train_bin(2025, edges)
+
+
+@pytest.mark.unit
+def test_train_question_pending_then_answered():
+    from course.predict.builders import train_question
+    from lesson_model.training import PHASE_THRESHOLD, TrainSettings
+    settings = TrainSettings(steps=200)                              # parts: 0-50, 50-100, 100-150, 150-200
+    pending = train_question(settings)
+    assert pending.pending and pending.kind == "choice" and len(pending.options) == 5
+    assert pending.option_fields[0] == {"low": "0", "high": "50"} and pending.option_fields[-1] == {"steps": "200"}
+    assert pending.options[-1] == "predict.train.never"
+    # the score crosses the threshold at step 75, dips at 100, and stays from 125: the phase is 125
+    scores = [0.0, 0.1, 0.2, 0.35, 0.2, 0.4, 0.5, 0.6, 0.7]
+    done = train_question(settings, _result(settings, _history(scores)))
+    assert not done.pending and done.key == pending.key               # the learner's guess carries over
+    assert done.answer == 2 and done.answer_text == "125"
+    assert done.why == ("predict.train.why_phase", {"step": "125", "threshold": core.percent(PHASE_THRESHOLD),
+                                                    "score": "70%", "layer": 1, "end": "200"})
+    never = train_question(settings, _result(settings, _history([0.0, 0.1, 0.35, 0.2, 0.25, 0.1, 0.1, 0.1, 0.29])))
+    assert never.answer == 4 and never.why[0] == "predict.train.why_never"
+    assert never.why[1]["score"] == "35%" and never.why[1]["at"] == "50"
+    # a run cut short, or of other settings, answers nothing yet
+    assert train_question(settings, _result(settings, _history(scores), stopped="time")).pending
+    assert train_question(settings, _result(TrainSettings(steps=200, seed=1), _history(scores))).pending
+    assert train_question(TrainSettings(steps=200, seed=1)).key != pending.key
+
+
 # --- the class's question store ---------------------------------------------------------------
 
 SPEC = {"id": "heads.previous", "key": "heads.previous:abc", "kind": "choice", "text": ["k", {}],

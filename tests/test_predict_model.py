@@ -194,3 +194,93 @@ def test_class_summary(models):
     assert any(b["value"] == q.top[0][1] for b in summary["bars"])          # the model's own top choice
     csv = B.answers_csv(q, answers, lm, EN)
     assert csv.count("\n") == 4 and "sampling.next" in csv
+
+
+def _turn(x, angles):
+    """x [d_head] turned pair by pair, the pairs (i, i + d_head/2), by ``angles`` [d_head/2]: RoPE by hand."""
+    h = x.shape[0] // 2
+    a, b = x[:h].double(), x[h:].double()
+    c, s = torch.cos(angles.double()), torch.sin(angles.double())
+    return torch.cat([a * c - b * s, a * s + b * c])
+
+
+def test_position(case):
+    """The position question: the distance of the given ones where the last token's query and the
+    previous token's key score highest, recomputed from the model's own rotated q and k."""
+    lm, text = case
+    q = B.build("position", lm, text)
+    distinct(q)
+    layer, head = q.text[1]["layer"], q.text[1]["head"]
+    ids = ids_of(lm, text)
+    n = len(ids)
+    a = f"blocks.{layer}.attn"
+    run = lm.run(ids, names=[f"{a}.hook_rot_q", f"{a}.hook_rot_k"])
+    theta = lm.decoder.rope_for(layer).inv_freq.detach().double()
+    rot_q = run.cache[f"{a}.hook_rot_q"][0, n - 1, head].double()
+    rot_k = run.cache[f"{a}.hook_rot_k"][0, n - 2, head // lm.cfg.group_size].double()
+    qv, kv = _turn(rot_q, -(n - 1) * theta), _turn(rot_k, -(n - 2) * theta)     # back to before RoPE
+    d_head = lm.cfg.d_head
+
+    def score(d):                     # key at position 0, query at d
+        return float(_turn(qv, d * theta) @ kv) / d_head ** 0.5
+    assert score(1) == pytest.approx(float(rot_q @ rot_k) / d_head ** 0.5, abs=1e-3)   # the model's own score
+    scores = {int(o): score(int(o)) for o in q.options}
+    best = int(q.options[q.answer])
+    assert best == max((d for d in B.POSITION_DISTANCES), key=score)        # the best of all the distances
+    assert all(scores[d] < scores[best] for d in scores if d != best)       # the others are wrong
+    assert q.why[1]["score"] == f"{scores[best]:.2f}"
+
+
+def test_position_nothing_to_ask(models):
+    for lm in models.values():
+        assert B.build("position", lm, "Hi") is None         # one token of text: no key before it
+
+
+def test_training_lab_question_on_a_real_run(trained):
+    """The training lab's question, answered by a real training: the part of the run that holds
+    the step from which the best induction score stays at the threshold, by hand."""
+    from lesson_model import training as T
+    result = trained(n_layers=2)
+    q = B.train_question(result.settings, result)
+    assert not q.pending and q.key == B.train_question(result.settings).key
+    best = [max(p.induction) for p in result.history]
+    stays = [i for i in range(len(best)) if all(s >= T.PHASE_THRESHOLD for s in best[i:])]
+    assert stays, "the default training forms an induction head (lesson_model.training's docstring)"
+    phase = result.history[stays[0]].step
+    edges = B.train_bins(result.settings.steps, T.EVAL_EVERY)
+    assert edges[q.answer] < phase <= edges[q.answer + 1] and q.answer_text == str(phase)
+
+
+def test_questions_read_their_pages_pass(models):
+    """Through the run cache (as the block asks), a question reads the very pass its page draws:
+    the same caps, layer and captures as course/cache/<page>.py, so no forward pass of its own."""
+    from course.cache import generation as CG
+    from course.cache import position as CP
+    from course.cache import residual as CR
+    from course.cache import sampling as CS
+    from course.predict_view import shared_runner
+    from server.models import cached_run
+    assert B.CAPS == {"sampling": CS.CAP, "generation": CG.CAP, "position": CP.CAP}
+    for lm in models.values():
+        assert B.position_layer(lm.cfg) == CP.default_layer(lm.cfg)
+        assert B.residual_names(lm) == CR.lesson_names(lm)
+        tokens = lm.cut(lm.tokenize(EN), CP.CAP)[0]
+        page = CP.lesson_run(lm, tokens, CP.default_layer(lm.cfg))
+        seen = []
+
+        def spy(ids, names=(), all_logits=False):
+            seen.append(cached_run(lm, ids, names, all_logits=all_logits))
+            return seen[-1]
+        assert B.build("position", lm, EN, spy) == B.build("position", lm, EN, shared_runner(lm))
+        assert seen == [page] and seen[0] is page                    # the page's own CachedRun object
+        # what-if: the page's two passes of its first view (the causal mask off)
+        from course.cache import whatif as CW
+        from lesson_model.whatif import Switches
+        seen.clear()
+
+        def spy_hooks(ids, names=(), all_logits=False, hooks=None, hooks_key=None):
+            seen.append(cached_run(lm, ids, names, all_logits=all_logits, hooks=hooks, hooks_key=hooks_key))
+            return seen[-1]
+        B.build("whatif", lm, EN, spy_hooks)
+        before, after = CW.lesson_runs(lm, lm.cut(lm.tokenize(EN), CW.CAP)[0], Switches(no_mask=True))
+        assert seen[0] is before and seen[1] is after

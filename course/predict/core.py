@@ -36,7 +36,10 @@ class Question:
               (answer = the model's top next token id; ``probs`` its next-token distribution)
     text      the question, (catalog key, fields)
     why       one sentence on why the answer is what it is, true of this run
-    options   choice: the options as shown (token text, or catalog keys when ``option_keys``)
+    options   choice: the options as shown (token text, or catalog keys when ``option_keys``,
+              with their fields in ``option_fields`` when they have any)
+    answer    None while the run it asks about is still to come (``pending``: the training lab
+              asks before it trains; the learner's guess waits for the run)
     unit      number: a catalog key naming the unit, or ""
     """
     id: str
@@ -44,9 +47,10 @@ class Question:
     kind: str
     text: Phrase
     why: Phrase
-    answer: float | int
+    answer: float | int | None
     options: tuple[str, ...] = ()
     option_keys: bool = False
+    option_fields: tuple[dict, ...] = ()
     low: float = 0.0
     high: float = 0.0
     log: bool = False
@@ -59,8 +63,15 @@ class Question:
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"unknown kind {self.kind!r}")
-        if self.kind == "choice" and not 0 <= int(self.answer) < len(self.options):
+        if self.kind == "choice" and self.answer is not None and not 0 <= int(self.answer) < len(self.options):
             raise ValueError("the answer is not one of the options")
+        if self.option_fields and len(self.option_fields) != len(self.options):
+            raise ValueError("option_fields: one dict per option")
+
+    @property
+    def pending(self) -> bool:
+        """The run this question asks about is not there yet: a guess is taken, the reveal waits."""
+        return self.answer is None
 
     @property
     def key(self) -> str:
@@ -70,7 +81,8 @@ class Question:
     def public(self) -> dict:
         """What a class's students need to draw it (JSON; no answer, no why)."""
         return {"id": self.id, "key": self.key, "kind": self.kind, "text": [self.text[0], dict(self.text[1])],
-                "options": list(self.options), "option_keys": self.option_keys, "low": self.low,
+                "options": list(self.options), "option_keys": self.option_keys,
+                "option_fields": [dict(f) for f in self.option_fields], "low": self.low,
                 "high": self.high, "log": self.log, "integer": self.integer, "unit": self.unit}
 
 
