@@ -177,7 +177,7 @@ def solo(question: Question, lm, text: str) -> None:
         seen[question.id] = question.key
         st.session_state.pop(widget, None)
     if guess is None:
-        st.caption(t("predict.intro"))
+        st.caption(t(question.intro))
         guess_input(spec, widget)
         if st.session_state.pop("_predict_pick", None) == question.key:
             st.caption(t("predict.pick_one"))

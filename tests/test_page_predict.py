@@ -207,7 +207,7 @@ def test_training_lab_block_asks_before_the_run(open_page, lang):
     at = open_page("train", lang=lang, params=dict(TRAIN, seed="4243"))
     no_errors(at)
     assert cat["predict.title"] in [s.value for s in at.subheader]
-    assert cat["predict.train.text"].split("{")[0] in text_of(at)
+    assert cat["predict.train.text"].split("{")[0] in text_of(at) and cat["predict.train.intro"] in text_of(at)
     radio = at.radio(key="predict_in_train.phase")
     assert len(radio.options) == B.TRAIN_BINS + 1                        # the parts of the run, and "not at all"
     radio.set_value(4).run()

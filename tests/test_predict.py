@@ -144,7 +144,7 @@ def test_train_question_pending_then_answered():
     pending = train_question(settings)
     assert pending.pending and pending.kind == "choice" and len(pending.options) == 5
     assert pending.option_fields[0] == {"low": "0", "high": "50"} and pending.option_fields[-1] == {"steps": "200"}
-    assert pending.options[-1] == "predict.train.never"
+    assert pending.options[-1] == "predict.train.never" and pending.intro == "predict.train.intro"
     # the score crosses the threshold at step 75, dips at 100, and stays from 125: the phase is 125
     scores = [0.0, 0.1, 0.2, 0.35, 0.2, 0.4, 0.5, 0.6, 0.7]
     done = train_question(settings, _result(settings, _history(scores)))

@@ -453,7 +453,7 @@ def train_question(settings, result=None) -> Question:
     digest = run_digest("train", sorted(asdict(settings).items()))
     if result is None or result.settings != settings or result.stopped != "done" or not result.history:
         return Question("train.phase", digest, "choice", text, ("", {}), None, options=options, option_keys=True,
-                        option_fields=fields)
+                        option_fields=fields, intro="predict.train.intro")
     phase = T.phase_change(result.history)
     if phase != result.phase_step:
         raise ValueError("the result's phase step is not its history's")
@@ -471,7 +471,7 @@ def train_question(settings, result=None) -> Question:
         shown = str(phase)
     answer = train_bin(phase, edges)
     return Question("train.phase", digest, "choice", text, why, answer, options=options, option_keys=True,
-                    option_fields=fields, answer_text=shown)
+                    option_fields=fields, answer_text=shown, intro="predict.train.intro")
 
 
 BUILDERS = {

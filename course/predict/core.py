@@ -59,6 +59,7 @@ class Question:
     top: tuple[tuple[int, str, float], ...] = ()   # next_token: the model's top choices (id, text, p)
     probs: object = field(default=None, compare=False, repr=False)   # next_token: [vocab] tensor
     answer_text: str = ""          # the answer as shown (a token's text, an option, a number)
+    intro: str = "predict.intro"   # the line under the question before a guess (catalog key)
 
     def __post_init__(self):
         if self.kind not in KINDS:
