@@ -91,7 +91,7 @@ def render() -> None:
                                   split_lines(split, lambda **f: page.t("chips.split_line", **f), SPLIT_SHOWN,
                                               lambda **f: page.t("chips.split_line_dropped", **f))))
         theme.plot(id_figure(tokens[:64], page.t("ids.title"), page.t("ids.x"), page.t("ids.y"), lm.cfg.vocab_size,
-                             page.t("ids.hover")), key="token_ids", height=360, title_width=44)
+                             page.t("ids.hover")), key="token_ids", height=theme.projected(360, 300), title_width=44)
         if facts.rank_is_id_offset:      # byte-level BPE: id first + n is merge rule n
             st.caption(page.t("ids.caption", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
                               first=f"{facts.merged_range.first:,}"))

@@ -96,7 +96,7 @@ PRESENT_CSS = """
   text-overflow: ellipsis; }
 .st-key-present_keys { display: none; }
 [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.6rem; }
-.stApp [id^="section-"] { scroll-margin-top: 5rem; }
+.stApp [id^="section-"], .stApp [class*="st-key-section-"] { scroll-margin-top: 5rem; }
 """
 
 # Presenter mode's keys: installed once per browser tab; a key does nothing outside presenter mode
@@ -139,7 +139,7 @@ SCROLL_SCRIPT = """<script>
   const id = %s;
   let tries = 0;
   const go = () => {
-    const heading = document.getElementById(id);
+    const heading = document.getElementById(id) || document.querySelector('.st-key-' + CSS.escape(id));
     if (!heading) { if (tries++ < 60) setTimeout(go, 150); return; }
     heading.scrollIntoView({block: "start"});
     setTimeout(() => heading.scrollIntoView({block: "start"}), 800);

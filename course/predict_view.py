@@ -122,13 +122,28 @@ def valid_guess(spec: dict, value) -> bool:
 
 # --- the block ---------------------------------------------------------------------------
 
-def ask(lesson: str, lm, heading: Callable[[str], None] | None = None) -> Question | None:
+def ask(lesson: str, lm, heading: Callable[[str], None] | None = None,
+        fold: Callable[[str], str] | None = None) -> Question | None:
     """Draw the lesson's block (nothing when this prompt has no question); returns the question.
-    ``heading(title)`` draws its title (Lesson.predict: a page part, so presenter mode lists it)."""
+    ``heading(title)`` draws its title (Lesson.predict: a page part, so presenter mode lists it).
+    ``fold(title)``, given instead in presenter mode, lists the part and returns its anchor: the
+    block is then one line, the question, that opens to the guess and the answer (folded, so the
+    figure that answers it is on the projected screen too, under the question)."""
     text = state.prompt()
     question = question_for(lesson, lm, text)
     if question is None:
         return None
+    if fold is not None:
+        anchor = fold(t("predict.title"))
+        # the anchor is the container's class (st-key-<anchor>): presenter mode's jump finds it there
+        with st.container(key=f"predict_{lesson}"), st.container(key=anchor):
+            with st.expander(t("predict.folded", title=t("predict.title"), question=phrase(*question.text)),
+                             icon=":material/quiz:"):
+                for panel in _PANELS:
+                    if panel(question, lm, text):
+                        return question
+                solo(question, lm, text, asked=True)
+        return question
     with st.container(border=True, key=f"predict_{lesson}"):
         (heading or (lambda title: st.subheader(title, anchor=False)))(t("predict.title"))
         for panel in _PANELS:
@@ -150,10 +165,12 @@ def _again(question_key: str) -> None:
     st.session_state.setdefault(_ANSWERS, {}).pop(question_key, None)
 
 
-def solo(question: Question, lm, text: str) -> None:
-    """The block for one learner: the question, a guess, then the reveal."""
+def solo(question: Question, lm, text: str, asked: bool = False) -> None:
+    """The block for one learner: the question (unless ``asked``: the folded block's line
+    says it), a guess, then the reveal."""
     spec = question.public()
-    st.markdown(phrase(*question.text))
+    if not asked:
+        st.markdown(phrase(*question.text))
     guess = st.session_state.get(_ANSWERS, {}).get(question.key)
     widget = f"predict_in_{question.id}"
     seen = st.session_state.setdefault("_predict_seen", {})
