@@ -45,7 +45,7 @@ def _q(text: str) -> str:
 # A box label longer than this (in characters, with spaces) is wrapped onto lines this long: the
 # English labels ("encoder: self-attention both ways + MLP") made the diagram so wide that, fitted
 # to a laptop's column at 1024 px, its text was 11 px; wrapped, it is drawn larger.
-LABEL_CHARS = 22
+LABEL_CHARS = 24
 
 
 def _label(text: str) -> str:
