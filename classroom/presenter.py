@@ -13,7 +13,9 @@ URL will hold after this run, and the current page.
 
 A projected page fits the screen: the header is one row (where this page is in the course,
 the prompt, the page's sections, Previous / Next), a part's prose is folded under its heading
-(course/lesson.py), and the page's sections are listed in the header to jump to. ``?section=``
+and "Predict, then see" to one line, its question (course/lesson.py), so that at 1024x768 the
+first screen shows the page's first chart whole, and the page's sections are listed in the
+header to jump to. ``?section=``
 is the part on screen: the header's list sets it, the browser scrolls there once per jump,
 and, being a URL parameter of the run, it is in the shared link and in a teacher's view, so a
 class's followers are taken to the teacher's section (classroom/follow.py publishes every URL
