@@ -243,7 +243,8 @@ def _decoder_only_section(page: Lesson, lm) -> list:
     page.prose("decoder_only")
     facts = DO.decoder_only_facts(lm)
     font = theme.font_family().split(",")[0]
-    st.graphviz_chart(F_CTX.encoder_decoder_diagram(page.t, font, facts.n_blocks), width="stretch")
+    # (presenter mode: narrower than the column, so the whole diagram is on the first screen)
+    theme.diagram(F_CTX.encoder_decoder_diagram(page.t, font, facts.n_blocks), width=theme.projected("stretch", 640))
     st.caption(page.t("dec.caption", n=facts.n_blocks))
     found = N_DEC.decoder_only_notices(model=lm.name, n_blocks=facts.n_blocks,
                                        attention_per_block=facts.attention_per_block,

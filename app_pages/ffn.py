@@ -50,10 +50,16 @@ def render() -> None:
     # --- 1. the shape of the MLP ---------------------------------------------------------------
     page.part("shape", page.t("shape_title"))
     page.prose("shape")
-    diagram, facts = st.columns([3, 2], gap="large", vertical_alignment="center")
-    with diagram:
+    presenting = theme.view().presenting
+    if presenting:      # the diagram in two rows across the page (whole on a projector's first screen), the facts under it
         theme.diagram(F.mlp_diagram(page.t, cfg.d_model, cfg.d_ff, theme.font_family().split(",")[0],
-                                    ACT["act"], cfg.post_norms), width=F.diagram_px(DIAGRAM_WIDTH))
+                                    ACT["act"], cfg.post_norms, snake=True), width="stretch")
+        facts = st.container(horizontal=True, gap="large", key="mlp_facts")
+    else:
+        diagram, facts = st.columns([3, 2], gap="large", vertical_alignment="center")
+        with diagram:
+            theme.diagram(F.mlp_diagram(page.t, cfg.d_model, cfg.d_ff, theme.font_family().split(",")[0],
+                                        ACT["act"], cfg.post_norms), width=F.diagram_px(DIAGRAM_WIDTH))
     with facts:
         st.metric(page.t("metric.mlp_layer"), f"{mine.per_layer['mlp']:,}",
                   help=page.t("metric.mlp_layer_help", d=cfg.d_model, f=cfg.d_ff))

@@ -37,6 +37,7 @@ TIMING_MAX = 32       # new tokens in the live cache-on / cache-off timing (2 co
 SPEC_MAX = 32         # new tokens in the speculative-decoding demonstration
 DRAFT_SHARE = 0.85    # the default draft: this share of the model's layers (26 of 30, 15 of 18)
 CANDIDATES = 10       # candidates shown per step
+PRESENT_CANDIDATES = 7   # ... in presenter mode (the chart beside the text, on the first screen)
 STEP = "step"
 CANON_STEP = "_url." + STEP
 
@@ -67,7 +68,11 @@ def render() -> None:
 
 
     # --- settings (shared with the sampling lesson) ------------------------------------------------
-    with st.container(border=True, key="generation_settings"):
+    # (presenter mode: folded to one line, so the steps and their chart are on the first screen)
+    presenting = theme.view().presenting
+    shown = theme.projected(CANDIDATES, PRESENT_CANDIDATES)      # candidates in the step's chart
+    with (st.expander(page.t("settings_folded"), icon=":material/tune:", key="generation_settings") if presenting
+          else st.container(border=True, key="generation_settings")):
         st.caption(page.t("settings_caption"))
         row = st.columns(3)
         row2 = st.columns(3)
@@ -79,7 +84,7 @@ def render() -> None:
     # --- 1. step through -----------------------------------------------------------------------------
     page.part("steps", page.t("steps_title"))
     page.prose("loop")
-    if not has_chat:
+    if not has_chat and not presenting:      # (presenter mode: beside the chart, below)
         st.caption(page.t("base_note", name=lm.bundled.name, eos=eos_names))
     note = None
     raw = state.url_raw(STEP)
@@ -119,7 +124,10 @@ def render() -> None:
                   icon=":material/skip_previous:", disabled=current == 0)
         st.button(page.t("btn.reset"), key="gen_reset", on_click=go_to, args=(0,), icon=":material/restart_alt:",
                   disabled=current == 0)
-    step = state.url_int(STEP, page.t("step_slider"), 0, finished_at or max_new, 0, help=page.t("step_slider_help"))
+    # Presenter mode: the chart of this step beside the step slider and the text so far (one screen).
+    chart_area, side = st.columns([3, 2], gap="medium") if presenting else (None, None)
+    step = state.url_int(STEP, page.t("step_slider"), 0, finished_at or max_new, 0, help=page.t("step_slider_help"),
+                         container=side)
     if note:
         st.warning(note, icon=":material/link_off:")
     if step != current:     # defensive: the slider was clamped to a shorter range
@@ -127,10 +135,12 @@ def render() -> None:
 
     new_ids = [s.token_id for s in steps[:step]]
     new_texts = sequence_texts(lm, tokens, new_ids)          # byte pieces read as their characters (我¹ 我²)
-    with st.container(border=True, key="running_text"):
+    with (side if side is not None else st).container(border=True, key="running_text"):
         st.markdown(G.running_text(lm.decode(prompt_ids), new_texts, newest=True))
         st.caption(page.t("text_caption_cut" if cut else "text_caption", n=count("tokens", n_prompt),
                           k=count("tokens", step), settings=settings.describe()))
+    if not has_chat and presenting:
+        side.caption(page.t("base_note", name=lm.bundled.name, eos=eos_names))
 
 
     def how_chosen(rank: int) -> str:
@@ -139,19 +149,19 @@ def render() -> None:
 
 
     if step == 0:
-        first = sd.distribution_view(cache.lesson_run(lm, prompt_ids).last_logits, n=CANDIDATES, **kwargs)
-        left, right = st.columns([3, 2], gap="medium")
+        first = sd.distribution_view(cache.lesson_run(lm, prompt_ids).last_logits, n=shown, **kwargs)
+        left, right = (chart_area, side) if presenting else st.columns([3, 2], gap="medium")
         with left:
             theme.plot(G.candidates_figure(page.t, axis_labels(next_token_texts(lm, tokens, first.ids.tolist())),
                                            first.p_model.tolist(), first.p_final.tolist(), None, settings.greedy,
                                            title_key="cand.title_first"),
-                       key="candidates_chart", height=190 + 34 * CANDIDATES)
+                       key="candidates_chart", height=theme.projected(190 + 34 * shown, 170 + 28 * shown))
         with right:
             st.info(page.t("step0", max=count("tokens", max_new)), icon=":material/touch_app:")
     else:
         s = steps[step - 1]
         last_logits, model_probs = cache.step_view(lm.name, tuple(prompt_ids + new_ids), n_prompt, _lm=lm)
-        view = sd.distribution_view(last_logits, n=CANDIDATES, **kwargs)
+        view = sd.distribution_view(last_logits, n=shown, **kwargs)
         cand_ids = view.ids.tolist()
         p_model, p_final = view.p_model.tolist(), view.p_final.tolist()
         if s.token_id not in cand_ids:                   # a sampled long shot: add it at the bottom
@@ -163,11 +173,11 @@ def render() -> None:
         rank = int((last_logits > last_logits[s.token_id]).sum()) + 1
         chosen = cand_ids.index(s.token_id)
         context = tokens + lm.tokenizer.tokens(new_ids[:-1])            # what the model read at this step
-        left, right = st.columns([3, 2], gap="medium")
+        left, right = (chart_area, side) if presenting else st.columns([3, 2], gap="medium")
         with left:
             theme.plot(G.candidates_figure(page.t, axis_labels(next_token_texts(lm, context, cand_ids)), p_model,
                                            p_final, chosen, settings.greedy), key="candidates_chart",
-                       height=190 + 34 * len(cand_ids))
+                       height=theme.projected(190 + 34 * len(cand_ids), 170 + 28 * len(cand_ids)))
         with right:
             st.markdown(page.t("step_line", s=step, token=md_label(new_texts[-1]), p=f"{s.prob:.1%}",
                                pm=f"{model_probs[-1]:.1%}", how=how_chosen(rank), n=count("tokens", n_prompt + step - 1)))

@@ -99,7 +99,8 @@ def render() -> None:
     with figure_area:
         theme.plot(F.layer_grid_figure(patterns.tolist(), layer, cfg.group_size, grid[layer].tolist(), measure, head,
                                        labels, page.t),
-                   key="grid_chart", height=260 * (cfg.n_heads // cfg.group_size) + 60)
+                   key="grid_chart", height=theme.projected(260 * (cfg.n_heads // cfg.group_size) + 60,
+                                                            125 * (cfg.n_heads // cfg.group_size) + 55))
         window = cfg.window(layer)
         st.caption(join_sentences([
             page.t("grid_caption", group=cfg.group_size),

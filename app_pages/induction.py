@@ -4,6 +4,7 @@ knocking the best heads out against random heads as a control; and which heads d
 the learner's text."""
 
 
+import contextlib
 import math
 
 import streamlit as st
@@ -16,7 +17,7 @@ from course.i18n import current_lang, join_list, join_sentences
 from course.lesson import Lesson
 from course.notices import induction as N
 from course.text import code_span, html_escape
-from course.tokens import label, md_labeler, position_label, readable_texts
+from course.tokens import axis_labels, label, md_labeler, position_label, readable_texts
 from lesson_model.analysis import induction as I
 
 CAP = cache.CAP
@@ -24,6 +25,7 @@ N_SEQS = cache.N_SEQS    # random sequences averaged for the score map and the l
 N_RANDOM = cache.N_RANDOM  # random head sets in the ablation control
 SITE_TOP = 8         # heads listed for a repeat in the learner's text
 STRIP_MAX = 64       # tokens shown in the highlighted strip
+NEXT_SHOWN = 5       # the best next tokens after the second A in its chart (and B)
 K_MAX = 10
 
 
@@ -77,18 +79,31 @@ def render() -> None:
         for i in range(min(n, STRIP_MAX)):      # each token in its own box: token boundaries stay visible in Chinese
             text = code_span(plain[i])
             strip.append(f":{marks[i]}-background[**{text}**]" if i in marks else text)
-        st.markdown(" ".join(strip))
-        st.caption(page.t("strip_legend", a1=a1, b=b, a2=a2))
+        # Presenter mode: the text beside its chart, so the chart is on the first screen.
+        words, chart_area = st.columns([3, 2], gap="medium") if theme.view().presenting else (st, None)
+        words.markdown(" ".join(strip))
+        words.caption(page.t("strip_legend", a1=a1, b=b, a2=a2))
         probs = run.logits[0, a2].float().softmax(-1)                       # [vocab] prediction after the second A
         b_id = run.ids[b]
         rank = int((probs > probs[b_id]).sum()) + 1
         top_id = int(probs.argmax())
         first_probs = run.logits[0, a1].float().softmax(-1)                 # [vocab] prediction after the first A
-        st.markdown(join_sentences([
+        words.markdown(join_sentences([
             page.t("prediction", a=md_tok(a2), b=md_tok(b), p=pct_text(float(probs[b_id])), rank=rank,
                    top=code_span(label(lm.token_text(top_id))), ptop=pct_text(float(probs[top_id]))),
             page.t("prediction_first", a=md_tok(a1), b=md_tok(b), p=pct_text(float(first_probs[b_id])),
                    rank=int((first_probs > first_probs[b_id]).sum()) + 1)]))
+        # The same numbers as a chart: the best candidates after the second A (and B), both times.
+        ids = [int(i) for i in probs.topk(NEXT_SHOWN).indices]
+        if int(b_id) not in ids:
+            ids.append(int(b_id))
+        names = axis_labels([lm.token_text(i) for i in ids])
+        names = [page.t("fig.next_b", token=name) if i == int(b_id) else name for name, i in zip(names, ids)]
+        a_names = axis_labels(tokens)
+        with chart_area if chart_area is not None else contextlib.nullcontext():
+            theme.plot(F.next_token_figure(names, [float(first_probs[i]) for i in ids], [float(probs[i]) for i in ids],
+                                           a_names[a1], a_names[a2], page.t),
+                       key="next_chart", height=theme.projected(320, 400))
 
     # --- 2. the standard test: repeated random tokens -------------------------------------------------
     page.part("random", page.t("random_title"))

@@ -74,7 +74,7 @@ def render() -> None:
     c3.metric(page.t("sum.check_metric"), f"{dec.max_error:.0e}", help=page.t("sum.check_help", n=len(part_names)))
     title = html_escape(page.t("sum.title", token=label(texts[pos]), n=len(part_names)))
     theme.plot(F.waterfall_figure(page.t, part_names, along.tolist(), dec.norms.tolist(), final_norm, title),
-               key="sum_chart", height=480)
+               key="sum_chart", height=theme.projected(480, 340), title_width=theme.projected(theme.TITLE_WIDTH, 64))
     biggest = int(along.argmax())                    # the part adding most along the final direction (> 0)
 
     # --- 2. how big the stream gets -------------------------------------------------------------

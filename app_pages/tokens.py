@@ -78,20 +78,30 @@ def render() -> None:
                        icon=":material/visibility_off:")
         with st.container(border=True, key="token_chips"):
             st.markdown(chips_markdown(tokens, show_ids=show_ids))
-        st.caption(page.t("chips.legend"))
         hidden = hidden_names(text)      # direction controls, zero-width characters: shown as <U+202E>
-        if hidden:
-            st.caption(page.t("chips.hidden", n=len(hidden), chars=i18n.join_list(
-                i18n.with_paren(code_span(chip), name) if name else code_span(chip) for chip, name in hidden[:8])))
-        if counts.added and bos:
-            st.caption(page.t("chips.bos", bos=code_span(bos), id=lm.tokenizer.bos_id))
+
+        def chip_notes() -> None:
+            """What the chips' colours and marks mean (in presenter mode under the chart, so the
+            chart is on the first screen)."""
+            st.caption(page.t("chips.legend"))
+            if hidden:
+                st.caption(page.t("chips.hidden", n=len(hidden), chars=i18n.join_list(
+                    i18n.with_paren(code_span(chip), name) if name else code_span(chip) for chip, name in hidden[:8])))
+            if counts.added and bos:
+                st.caption(page.t("chips.bos", bos=code_span(bos), id=lm.tokenizer.bos_id))
+
+        presenting = theme.view().presenting
+        if not presenting:
+            chip_notes()
         if split:
             st.markdown(page.t("chips.split_intro", n=len(split)))
             st.markdown("\n".join("- " + line for line in
                                   split_lines(split, lambda **f: page.t("chips.split_line", **f), SPLIT_SHOWN,
                                               lambda **f: page.t("chips.split_line_dropped", **f))))
         theme.plot(id_figure(tokens[:64], page.t("ids.title"), page.t("ids.x"), page.t("ids.y"), lm.cfg.vocab_size,
-                             page.t("ids.hover")), key="token_ids", height=360, title_width=44)
+                             page.t("ids.hover")), key="token_ids", height=theme.projected(360, 300), title_width=44)
+        if presenting:
+            chip_notes()
         if facts.rank_is_id_offset:      # byte-level BPE: id first + n is merge rule n
             st.caption(page.t("ids.caption", special=id_range(facts.special_range), bytes=id_range(facts.byte_range),
                               first=f"{facts.merged_range.first:,}"))

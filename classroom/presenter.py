@@ -13,7 +13,9 @@ URL will hold after this run, and the current page.
 
 A projected page fits the screen: the header is one row (where this page is in the course,
 the prompt, the page's sections, Previous / Next), a part's prose is folded under its heading
-(course/lesson.py), and the page's sections are listed in the header to jump to. ``?section=``
+and "Predict, then see" to one line, its question (course/lesson.py), so that at 1024x768 the
+first screen shows the page's first chart whole, and the page's sections are listed in the
+header to jump to. ``?section=``
 is the part on screen: the header's list sets it, the browser scrolls there once per jump,
 and, being a URL parameter of the run, it is in the shared link and in a teacher's view, so a
 class's followers are taken to the teacher's section (classroom/follow.py publishes every URL
@@ -96,7 +98,7 @@ PRESENT_CSS = """
   text-overflow: ellipsis; }
 .st-key-present_keys { display: none; }
 [data-testid="stMain"] [data-testid="stVerticalBlock"] { gap: 0.6rem; }
-.stApp [id^="section-"] { scroll-margin-top: 5rem; }
+.stApp [id^="section-"], .stApp [class*="st-key-section-"] { scroll-margin-top: 5rem; }
 """
 
 # Presenter mode's keys: installed once per browser tab; a key does nothing outside presenter mode
@@ -139,7 +141,7 @@ SCROLL_SCRIPT = """<script>
   const id = %s;
   let tries = 0;
   const go = () => {
-    const heading = document.getElementById(id);
+    const heading = document.getElementById(id) || document.querySelector('.st-key-' + CSS.escape(id));
     if (!heading) { if (tries++ < 60) setTimeout(go, 150); return; }
     heading.scrollIntoView({block: "start"});
     setTimeout(() => heading.scrollIntoView({block: "start"}), 800);

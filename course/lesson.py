@@ -164,9 +164,13 @@ class Lesson:
     def predict(self, lm, question=None) -> None:
         """Predict, then see: this lesson's question on the session's prompt, before the figure
         that answers it (course/predict_view.py; nothing when the prompt gives no question), or
-        ``question``, one the page built (the training lab's, of the run about to be trained)."""
+        ``question``, one the page built (the training lab's, of the run about to be trained). In
+        presenter mode the block is folded to its question, one line above the first figure."""
         from course import predict_view
-        predict_view.ask(self.page, lm, heading=lambda title: self.part("predict", title), question=question)
+        if st.session_state.get(_FOLD):         # presenter mode: one line, the question, that opens
+            predict_view.ask(self.page, lm, fold=lambda title: _add_section("predict", title), question=question)
+        else:
+            predict_view.ask(self.page, lm, heading=lambda title: self.part("predict", title), question=question)
 
     def run(self, lm, tokens: Sequence, names: Iterable[str] = (), *, all_logits: bool = False,
             hooks: dict | None = None, hooks_key: Hashable = None) -> CachedRun:

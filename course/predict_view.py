@@ -133,9 +133,12 @@ def valid_guess(spec: dict, value) -> bool:
 # --- the block ---------------------------------------------------------------------------
 
 def ask(lesson: str, lm, heading: Callable[[str], None] | None = None,
-        question: Question | None = None) -> Question | None:
+        fold: Callable[[str], str] | None = None, question: Question | None = None) -> Question | None:
     """Draw the lesson's block (nothing when this prompt has no question); returns the question.
     ``heading(title)`` draws its title (Lesson.predict: a page part, so presenter mode lists it).
+    ``fold(title)``, given instead in presenter mode, lists the part and returns its anchor: the
+    block is then one line, the question, that opens to the guess and the answer (folded, so the
+    figure that answers it is on the projected screen too, under the question).
     ``question``: one the page built itself (the training lab's, of its settings, not of the
     prompt); else the lesson's question on the shared prompt."""
     if question is None:
@@ -145,6 +148,17 @@ def ask(lesson: str, lm, heading: Callable[[str], None] | None = None,
         text = ""
     if question is None:
         return None
+    if fold is not None:
+        anchor = fold(t("predict.title"))
+        # the anchor is the container's class (st-key-<anchor>): presenter mode's jump finds it there
+        with st.container(key=f"predict_{lesson}"), st.container(key=anchor):
+            with st.expander(t("predict.folded", title=t("predict.title"), question=phrase(*question.text)),
+                             icon=":material/quiz:"):
+                for panel in _PANELS if not question.pending else ():
+                    if panel(question, lm, text):
+                        return question
+                solo(question, lm, text, asked=True)
+        return question
     with st.container(border=True, key=f"predict_{lesson}"):
         (heading or (lambda title: st.subheader(title, anchor=False)))(t("predict.title"))
         for panel in _PANELS if not question.pending else ():     # a class is asked once the answer exists
@@ -166,10 +180,12 @@ def _again(question_key: str) -> None:
     st.session_state.setdefault(_ANSWERS, {}).pop(question_key, None)
 
 
-def solo(question: Question, lm, text: str) -> None:
-    """The block for one learner: the question, a guess, then the reveal."""
+def solo(question: Question, lm, text: str, asked: bool = False) -> None:
+    """The block for one learner: the question (unless ``asked``: the folded block's line
+    says it), a guess, then the reveal."""
     spec = question.public()
-    st.markdown(phrase(*question.text))
+    if not asked:
+        st.markdown(phrase(*question.text))
     guess = st.session_state.get(_ANSWERS, {}).get(question.key)
     widget = f"predict_in_{question.id}"
     seen = st.session_state.setdefault("_predict_seen", {})

@@ -67,6 +67,17 @@ def test_learner_text_repeat(open_page, lm):
     flat = last.grid.flatten()
     assert bars["x"][0] == pytest.approx(float(flat.max()), abs=1e-5)
     assert bars["x"][0] > 0.5                                     # some head copies the made-up name
+    # The next token after the first A and after the second: the best 5 after the second A (and
+    # B, marked), each the model's softmax probability (in %) at A's two positions.
+    first, second = charts(at)["next_chart"]["data"]
+    first_probs = run.logits[0, b - 1].softmax(-1)
+    top = probs.topk(5).indices.tolist()
+    ids = top + ([tokens[b].id] if tokens[b].id not in top else [])
+    assert len(second["y"]) == len(ids)
+    assert second["x"] == pytest.approx([100 * float(probs[i]) for i in ids], abs=1e-3)
+    assert first["x"] == pytest.approx([100 * float(first_probs[i]) for i in ids], abs=1e-3)
+    assert second["y"][ids.index(tokens[b].id)].endswith("(B)")
+    assert second["x"][ids.index(tokens[b].id)] > 10 * first["x"][ids.index(tokens[b].id)]   # the jump
 
 
 def test_no_repeat_in_text(open_page):

@@ -87,6 +87,28 @@ def test_new_prompt_gives_a_fresh_question(open_page):
     assert at.button(key="predict_check_tokens.count")          # asked again, not revealed
 
 
+@pytest.mark.parametrize("lang", ["en", "zh-Hant"])
+def test_presenter_mode_folds_the_block_to_its_question(open_page, lang):
+    """In presenter mode the block is one line, the question (so the chart that answers it is on
+    the projected screen), listed among the page's sections; it opens to the same guess and answer."""
+    from course import lesson
+    cat = i18n.catalog(lang)
+    at = open_page("heads", lang=lang, prompt=PROMPT, params={"present": 1})
+    no_errors(at)
+    assert cat["predict.title"] not in [s.value for s in at.subheader]          # no heading of its own
+    folded = [e for e in at.expander if e.label.startswith(f"**{cat['predict.title']}**")]
+    assert len(folded) == 1
+    asked = [q for (model, name, text), q in predict_view._CACHE.items()        # this model's question, in the label
+             if name == "heads" and text == PROMPT and folded[0].label.endswith(predict_view.phrase(*q.text, lang=lang))]
+    assert asked, folded[0].label
+    q = asked[0]
+    assert ("predict", cat["predict.title"]) in at.session_state[lesson._SECTIONS]
+    at.radio(key="predict_in_heads.previous").set_value(q.answer).run()
+    at.button(key="predict_check_heads.previous").click().run()
+    no_errors(at)
+    assert cat["predict.right"] in text_of(at)
+
+
 def new_session(lang: str, **params):
     from streamlit.testing.v1 import AppTest
     at = AppTest.from_file(str(APP), default_timeout=APP_TIMEOUT)

@@ -4,6 +4,7 @@ lesson). Numbers and the page's ``tr`` in, a plotly figure or Graphviz source ou
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 
 from course.figures import chart as go
@@ -41,6 +42,18 @@ def _q(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
+# A box label longer than this (in characters, with spaces) is wrapped onto lines this long: the
+# English labels ("encoder: self-attention both ways + MLP") made the diagram so wide that, fitted
+# to a laptop's column at 1024 px, its text was 11 px; wrapped, it is drawn larger.
+LABEL_CHARS = 24
+
+
+def _label(text: str) -> str:
+    """A Graphviz box label (quoted text), wrapped at spaces onto lines of LABEL_CHARS."""
+    lines = textwrap.wrap(text, LABEL_CHARS, break_long_words=False, break_on_hyphens=False) or [text]
+    return "\\n".join(_q(line) for line in lines)
+
+
 def encoder_decoder_diagram(tr: Tr, font: str, n_blocks: int) -> str:
     """Two columns: the original encoder-decoder (encoder stack, decoder stack with
     cross-attention reading the encoder) and the decoder-only model loaded here (``n_blocks``
@@ -54,11 +67,11 @@ def encoder_decoder_diagram(tr: Tr, font: str, n_blocks: int) -> str:
         f'edge [color="#6b7280" fontname="{font}" fontsize={size} arrowsize=0.6];',
         "subgraph cluster_ed {",
         f'label="{_q(tr("dec.diag.ed_title"))}"; fontname="{font}"; fontsize={size}; color="#9ca3af"; style=rounded;',
-        f'src [label="{_q(tr("dec.diag.source"))}" fillcolor="#ffffff"];',
-        f'enc [label="{_q(tr("dec.diag.encoder"))}" fillcolor="#e0f2e9"];',
-        f'tgt [label="{_q(tr("dec.diag.target"))}" fillcolor="#ffffff"];',
-        f'dself [label="{_q(tr("dec.diag.masked_self"))}" fillcolor="#dbeafe"];',
-        f'cross [label="{_q(tr("dec.diag.cross"))}" fillcolor="#fde7c8"];',
+        f'src [label="{_label(tr("dec.diag.source"))}" fillcolor="#ffffff"];',
+        f'enc [label="{_label(tr("dec.diag.encoder"))}" fillcolor="#e0f2e9"];',
+        f'tgt [label="{_label(tr("dec.diag.target"))}" fillcolor="#ffffff"];',
+        f'dself [label="{_label(tr("dec.diag.masked_self"))}" fillcolor="#dbeafe"];',
+        f'cross [label="{_label(tr("dec.diag.cross"))}" fillcolor="#fde7c8"];',
         f'dmlp [label="{_q(tr("dec.diag.mlp"))}" fillcolor="#dbeafe"];',
         f'out1 [label="{_q(tr("dec.diag.next"))}" fillcolor="#ffffff"];',
         "src -> enc; tgt -> dself -> cross -> dmlp -> out1;",
@@ -66,8 +79,8 @@ def encoder_decoder_diagram(tr: Tr, font: str, n_blocks: int) -> str:
         "}",
         "subgraph cluster_do {",
         f'label="{_q(tr("dec.diag.do_title"))}"; fontname="{font}"; fontsize={size}; color="#9ca3af"; style=rounded;',
-        f'text [label="{_q(tr("dec.diag.text"))}" fillcolor="#ffffff"];',
-        f'self [label="{_q(tr("dec.diag.causal_self", n=n_blocks))}" fillcolor="#dbeafe"];',
+        f'text [label="{_label(tr("dec.diag.text"))}" fillcolor="#ffffff"];',
+        f'self [label="{_label(tr("dec.diag.causal_self", n=n_blocks))}" fillcolor="#dbeafe"];',
         f'mlp [label="{_q(tr("dec.diag.mlp"))}" fillcolor="#dbeafe"];',
         f'out2 [label="{_q(tr("dec.diag.next"))}" fillcolor="#ffffff"];',
         "text -> self -> mlp -> out2;",

@@ -26,7 +26,8 @@ def diagram_px(width: int) -> int:
     return int(round(width * style.font_px(16) / 16))
 
 
-def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: bool = False) -> str:
+def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: bool = False,
+                snake: bool = False) -> str:
     """The gated MLP of one block as Graphviz DOT, sized with the model's numbers, top to
     bottom; ``act`` names the gate's activation (SiLU, GELU), and ``post_norm`` adds the norm
     a sandwich-norm model (Gemma) applies to the MLP's output before the add. Streamlit draws diagram text at 9.6 SVG units whatever the DOT says and stretches
@@ -37,6 +38,8 @@ def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: 
     def node(name: str, text: str, fill: str = "#f3f4f6", shape: str = "box") -> str:
         return f'{name} [label="{text}" fillcolor="{fill}" shape={shape}];'
 
+    if snake:
+        return _mlp_snake(tr, d_model, d_ff, font, act, post_norm, size, node)
     return "\n".join([
         "digraph mlp {",
         "rankdir=TB; bgcolor=transparent; nodesep=0.15; ranksep=0.16; margin=0;",
@@ -57,6 +60,40 @@ def mlp_diagram(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: 
         "x -> norm; norm -> gate; norm -> up; gate -> silu; silu -> mul; up -> mul;",
         f'mul -> down [label=" {d_ff}"]; ' + ("down -> post; post -> add" if post_norm else "down -> add")
         + f' [label=" {d_model}"]; add -> out;',
+        f'x -> add [style=dashed color="{VERMILION}" label=" {tr("diagram.skip")}" fontcolor="{VERMILION}"];',
+        "}",
+    ])
+
+
+def _mlp_snake(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: bool, size: int, node) -> str:
+    """The same MLP in three rows (presenter mode: wide and short, so it is whole on a
+    projector's first screen at 20 px type): the stream in and its norm on top; the two
+    projections, the activation and the product left to right below; down_proj, the add back
+    and the stream out right to left at the bottom."""
+    bottom = ["out", "add", *(["post"] if post_norm else []), "down"]
+    return "\n".join([
+        "digraph mlp {",
+        "rankdir=TB; bgcolor=transparent; nodesep=0.14; ranksep=0.3; margin=0;",
+        f'node [style="rounded,filled" color="#6b7280" fontname="{font}" fontsize={size} margin="0.06,0.02" '
+        'width=0.3 height=0.28];',
+        f'edge [color="#6b7280" fontname="{font}" fontsize={size} arrowsize=0.5];',
+        node("x", tr("diagram.resid", d=d_model)),
+        node("norm", tr("diagram.norm")),
+        node("up", tr("diagram.up", d=d_model, f=d_ff), "#fde7c8"),
+        node("gate", tr("diagram.gate", d=d_model, f=d_ff), "#fde7c8"),
+        node("silu", tr("diagram.act", f=d_ff, act=act), "#e0f2e9"),
+        node("mul", "×", "#e0f2e9", "circle") + " mul [width=0.22 height=0.22 fixedsize=true];",
+        node("out", tr("diagram.out", d=d_model)),
+        node("add", "+", "#f3f4f6", "circle") + " add [width=0.22 height=0.22 fixedsize=true];",
+        node("post", tr("diagram.post_norm")) if post_norm else "",
+        node("down", tr("diagram.down", d=d_model, f=d_ff), "#dbeafe"),
+        "{ rank=same; x; norm; }",
+        "{ rank=same; up; gate; silu; mul; }",
+        "{ rank=same; " + "; ".join(bottom) + "; }",
+        "x -> norm; norm -> up; norm -> gate; gate -> silu; silu -> mul; up -> mul; mul -> down;",
+        # The bottom row runs right to left: its arrows are written left to right (a row's arrows
+        # order its boxes) and drawn backwards (dir=back; the alt text reads them as they point).
+        " ".join(f"{a} -> {b} [dir=back];" for a, b in reversed(list(zip(bottom, bottom[1:])))),
         f'x -> add [style=dashed color="{VERMILION}" label=" {tr("diagram.skip")}" fontcolor="{VERMILION}"];',
         "}",
     ])

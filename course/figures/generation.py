@@ -66,7 +66,7 @@ def candidates_figure(tr: T, labels: Sequence[str], p_model: Sequence[float], p_
             fig.add_annotation(y=labels[chosen], x=values[chosen] * 100, text=tr("cand.chosen"), showarrow=True,
                                arrowhead=2, ax=40, ay=0, xanchor="left", font=dict(color=VERMILION))
     fig.update_layout(barmode="group", title=tr(title_key), bargap=0.25,
-                      legend=dict(orientation="h", x=0, y=-0.2, yanchor="top"))
+                      legend=dict(orientation="h", x=0, y=style.legend_below(-0.2), yanchor="top"))
     fig.update_yaxes(autorange="reversed", type="category", title=tr("cand.y"))
     fig.update_xaxes(title=tr("cand.x"), range=[0, top * 1.3])
     return fig

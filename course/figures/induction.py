@@ -34,6 +34,26 @@ def score_map_figure(scores: Sequence[Sequence[float]], top: Sequence[tuple[int,
     return fig
 
 
+def next_token_figure(labels: Sequence[str], first: Sequence[float], second: Sequence[float], a_first: str,
+                      a_second: str, tr: Tr) -> go.Figure:
+    """The model's next-token probability for the best candidates after the second A (and B),
+    the first time A came (grey) and the second (blue): on the learner's own text, the jump
+    an induction head makes. ``labels``, ``a_first`` and ``a_second`` arrive escaped for plotly."""
+    fig = go.Figure()
+    fig.add_bar(y=list(labels), x=[100 * p for p in first], orientation="h", name=tr("fig.next_first", a=a_first),
+                marker_color=GREY, hovertemplate="%{y}: %{x:.1f}%<extra></extra>")
+    fig.add_bar(y=list(labels), x=[100 * p for p in second], orientation="h", name=tr("fig.next_second", a=a_second),
+                marker_color=FIRST, text=[f"{p:.0%}" for p in second], textposition="outside", cliponaxis=False,
+                textfont=dict(size=14), constraintext="none",
+                hovertemplate="%{y}: %{x:.1f}%<extra></extra>")
+    top = max([*first, *second, 0.01]) * 100
+    fig.update_layout(barmode="group", title=tr("fig.next_title"), bargap=0.25,
+                      legend=dict(orientation="h", x=0, y=style.legend_below(-0.3), yanchor="top"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(title=tr("fig.next_x"), range=[0, top * 1.3])
+    return fig
+
+
 def stripe_pattern_figure(pattern: Sequence[Sequence[float]], name: str, score: float, seq_len: int,
                           token_text: Sequence[str], tr: Tr) -> go.Figure:
     """One of the best heads' patterns on one repeated sequence, the induction stripe (query

@@ -262,6 +262,15 @@ def presenter_height(px: int) -> int:
     return round(px * font_px(FONT_SIZE) / FONT_SIZE)
 
 
+# Presenter mode fits a projector: the first screen of a lesson at 1024x768 (under the header,
+# the title and the folded "Predict, then see" line) shows the lesson's first chart whole
+# (tests/browser/test_presenter_browser.py). A first chart taller than that room is drawn shorter
+# there: ``projected(laptop, presenter)`` is the height to draw at.
+def projected(laptop, presenter):
+    """``laptop`` px, or ``presenter`` px in presenter mode (a first chart fitted to the first screen)."""
+    return presenter if view().presenting else laptop
+
+
 def legend_below(y: float = -0.25) -> float:
     """The paper y of a horizontal legend under a chart's x-axis title: ``y`` at the laptop
     type, lower in presenter mode, whose larger tick labels and axis title push the title down
