@@ -29,6 +29,53 @@ import pytest
 # and compete with the tests for the CPU: off, except where a test turns it on.
 os.environ["DECODER_LAB_WARMUP"] = "0"
 
+# Analyses that take a minute a model (the induction lesson's experiment) are kept on disk for
+# the whole run (course/cache/stored.py), so each is computed once, not once per process that
+# shows it (every page-test worker, the browser stage's server). ./lab test-stages names one
+# folder for all its stages; a pytest run without one gets its own, removed when it ends (this
+# module is imported by pytest-xdist's controller before it starts the workers, who inherit it).
+if not os.environ.get("DECODER_LAB_ANALYSIS_CACHE"):
+    import atexit
+    import shutil
+    import tempfile
+    os.environ["DECODER_LAB_ANALYSIS_CACHE"] = tempfile.mkdtemp(prefix="decoder-lab-analyses-")
+    atexit.register(shutil.rmtree, os.environ["DECODER_LAB_ANALYSIS_CACHE"], True)
+
+
+def scan_installed_components_once() -> bool:
+    """Every new AppTest has Streamlit scan the metadata of every installed package for
+    components (streamlit.components.v2.manifest_scanner.scan_component_manifests, from its first
+    run): about 0.35 s of a light page test's 0.45 s. The packages do not change while the tests
+    run, so a test process scans once and every AppTest registers what that scan found (none of
+    this project's pages uses a component). True when the scan is shared; False when this
+    Streamlit has no such function (the tests are then as slow as before, no less right:
+    tests/test_apptest_helpers.py says so)."""
+    import functools
+
+    try:
+        from streamlit.components.v2 import manifest_scanner
+    except ImportError:
+        return False
+    scan = getattr(manifest_scanner, "scan_component_manifests", None)
+    if scan is None:
+        return False
+    if getattr(scan, "shared_by_the_tests", False):
+        return True
+    found: list = []
+
+    @functools.wraps(scan)
+    def scan_once(*args, **kwargs):
+        if not found:
+            found.append(scan(*args, **kwargs))
+        return list(found[0])
+
+    scan_once.shared_by_the_tests = True
+    manifest_scanner.scan_component_manifests = scan_once
+    return True
+
+
+scan_installed_components_once()
+
 # Under pytest-xdist each worker takes its share of the cores: two workers on two cores with
 # two torch threads each would wait on each other at every op.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
@@ -101,12 +148,18 @@ def warm_app():
     loads its own copies: a test that compares a page with ``lm`` or ``gemma`` asks for them.)
     Then the induction lesson's per-model experiments, as the server's warm-up computes them
     (course/cache): a minute or two per model on a busy machine, which a page test's first run
-    of that lesson would otherwise spend inside its APP_TIMEOUT."""
+    of that lesson would otherwise spend inside its APP_TIMEOUT. The experiments are kept on
+    disk for the run (course/cache/stored.py): odd-numbered workers go through the models in the
+    other order, so two workers compute one model each at once and read the other's."""
     from streamlit.testing.v1 import AppTest
 
     from course import cache
     from server.models import shelf
-    for model in ("smollm2-135m", "gemma-3-270m"):
+    order = ["smollm2-135m", "gemma-3-270m"]
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    if worker[2:].isdigit() and int(worker[2:]) % 2:
+        order.reverse()
+    for model in order:
         at = AppTest.from_file(str(APP), default_timeout=600)
         at.query_params["model"] = model
         at.run()

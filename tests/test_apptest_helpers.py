@@ -17,3 +17,15 @@ def test_says_matches_integers_and_the_words_exactly():
     assert says("of 49,152 entries", "of {:,} entries", 49152)
     assert not says("of 49,153 entries", "of {:,} entries", 49152)
     assert not says("over 49,152 entries", "of {:,} entries", 49152)
+
+
+def test_the_tests_scan_installed_packages_for_components_once():
+    """tests/conftest.py shares Streamlit's per-AppTest scan of installed packages (most of a
+    light page test's time): a Streamlit that moved it makes every page test slower, and this
+    says where."""
+    from streamlit.components.v2 import manifest_scanner
+
+    from tests.conftest import scan_installed_components_once
+    assert scan_installed_components_once()
+    assert getattr(manifest_scanner.scan_component_manifests, "shared_by_the_tests", False)
+    assert manifest_scanner.scan_component_manifests() == manifest_scanner.scan_component_manifests()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from course.cache import default_tokens
+from course.cache import default_tokens, stored
 from lesson_model.analysis import induction as I
 from server.models import CachedRun, cached_run
 
@@ -30,15 +30,21 @@ def lesson_run(lm, tokens) -> CachedRun:
 @st.cache_data(max_entries=16, show_spinner=False)
 def experiment(_lm, model_name: str, seq_len: int, seed: int) -> I.InductionExperiment:
     """Repeated random tokens through the model (N_SEQS forward passes of 2 x seq_len
-    tokens), computed once per process for each (seq_len, seed) and shared by all sessions."""
-    return I.induction_experiment(_lm, seq_len=seq_len, n_seqs=N_SEQS, seed=seed, n_examples=TOP_SHOWN)
+    tokens), computed once per process for each (seq_len, seed) and shared by all sessions
+    (and kept on disk between processes where course/cache/stored.py is on: the test stages)."""
+    return stored.kept(("induction.experiment", model_name, stored.model_key(_lm), seq_len, seed, N_SEQS, TOP_SHOWN),
+                       lambda: I.induction_experiment(_lm, seq_len=seq_len, n_seqs=N_SEQS, seed=seed,
+                                                      n_examples=TOP_SHOWN))
 
 
 @st.cache_data(max_entries=32, show_spinner=False)
 def ablation(_lm, model_name: str, seq_len: int, seed: int, k: int) -> I.Ablation:
     """Zero the top-k heads and N_RANDOM random sets of k heads (cached like experiment)."""
     exp = experiment(_lm, model_name, seq_len, seed)
-    return I.ablate(_lm, exp.tokens, exp.scores, k, seed=seed, n_random=N_RANDOM, baseline=exp.mean_loss_second)
+    return stored.kept(("induction.ablation", model_name, stored.model_key(_lm), seq_len, seed, N_SEQS, TOP_SHOWN, k,
+                        N_RANDOM),
+                       lambda: I.ablate(_lm, exp.tokens, exp.scores, k, seed=seed, n_random=N_RANDOM,
+                                        baseline=exp.mean_loss_second))
 
 
 def warm(lm, lang: str) -> None:
