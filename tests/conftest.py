@@ -28,6 +28,7 @@ import pytest
 # The server's start-up warm-up (server/warmup.py) would open every lesson in each test's server
 # and compete with the tests for the CPU: off, except where a test turns it on.
 os.environ["DECODER_LAB_WARMUP"] = "0"
+os.environ["DECODER_LAB_CLASS_WARM"] = "0"     # no background warming of a teacher's views (classroom/prewarm.py)
 
 # Under pytest-xdist each worker takes its share of the cores: two workers on two cores with
 # two torch threads each would wait on each other at every op.
