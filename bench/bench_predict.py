@@ -267,8 +267,8 @@ def main(argv=None) -> None:
         time.sleep(2.0)
         home = idle_cost(pid, students, args.idle)
         missing = follow_to(teacher, students, ("page", args.page), first, salt, args.timeout)
-        if missing:
-            raise RuntimeError(f"students did not follow to {args.page}: {missing[:3]}")
+        if missing:               # counted below: they are not asked (a row shows fewer than N)
+            print(f"not on {args.page} after {args.timeout:g} s: {missing}", flush=True)
         time.sleep(2.0)
         lesson = idle_cost(pid, students, args.idle)
         idle_notes = [
@@ -283,7 +283,7 @@ def main(argv=None) -> None:
             if model != first:
                 missing = follow_to(teacher, students, ("model", None), model, f"{salt}m{n}", args.timeout)
                 if missing:
-                    raise RuntimeError(f"students did not follow to {model}: {missing[:3]}")
+                    print(f"not on {model} after {args.timeout:g} s: {missing}", flush=True)
                 time.sleep(2.0)
             rows += one_question(teacher, students, pid, args.spread, seed=n, label=f"{short} ({args.page})",
                                  timeout=args.timeout)
