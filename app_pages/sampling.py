@@ -60,16 +60,16 @@ def render() -> None:
     m[0].metric(page.t("metric.positions"), f"{len(tokens):,}", help=page.t("metric.positions_help"))
     m[1].metric(page.t("metric.vector"), f"{cfg.d_model:,}", help=page.t("metric.vector_help"))
     m[2].metric(page.t("metric.logits"), f"{cfg.vocab_size:,}", help=page.t("metric.logits_help"))
-    m[3].metric(page.t("metric.sum"), f"{float(probs.double().sum()):.4f}", help=page.t("metric.sum_help", vocab=f"{cfg.vocab_size:,}"))
+    numbers = cache.logit_numbers(lm.name, run.ids, _logits=logits)     # shared by every session on this view
+    m[3].metric(page.t("metric.sum"), f"{numbers.prob_sum:.4f}", help=page.t("metric.sum_help", vocab=f"{cfg.vocab_size:,}"))
     theme.plot(F.vector_strip_figure(page.t, vector.tolist(), cfg.d_model), key="vector_chart", height=200)
     top = torch.topk(probs, TOP_SHOWN)
     top_ids = [int(i) for i in top.indices]
     top_labels = axis_labels(texts(top_ids))
     theme.plot(F.top_candidates_figure(page.t, top_labels, [float(logits[i]) for i in top_ids], top.values.tolist()),
                key="top_chart", height=470)
-    edges, counts = sd.logit_histogram(logits)
-    marks = [(float(logits[top_ids[0]]), top_labels[0]), (float(logits.median()), page.t("hist.median"))]
-    theme.plot(F.logit_histogram_figure(page.t, edges.tolist(), counts.tolist(), marks, cfg.vocab_size),
+    marks = [(float(logits[top_ids[0]]), top_labels[0]), (numbers.median, page.t("hist.median"))]
+    theme.plot(F.logit_histogram_figure(page.t, numbers.edges, numbers.counts, marks, cfg.vocab_size),
                key="logit_hist", height=360)
 
     # --- 2. temperature, top-k, top-p ---------------------------------------------------------------
@@ -79,7 +79,8 @@ def render() -> None:
     settings = controls.settings_controls([*slots, st], with_seed=False)
     if settings.greedy:
         st.info(page.t("settings.greedy_note"), icon=":material/trending_up:")
-    view = sd.distribution_view(logits, n=max(SETTING_SHOWN, CURVE_SHOWN), **settings.kwargs())
+    chosen = tuple(sorted(settings.kwargs().items()))
+    view = cache.setting_view(lm.name, run.ids, chosen, max(SETTING_SHOWN, CURVE_SHOWN), _logits=logits)
     m = st.columns(3)
     m[0].metric(page.t("metric.kept"), f"{view.n_kept:,}", help=page.t("metric.kept_help", vocab=f"{cfg.vocab_size:,}"))
     m[1].metric(page.t("metric.entropy"), page.t("metric.bits", v=num(view.entropy_final)),
@@ -140,8 +141,7 @@ def render() -> None:
                             help=page.t("samples.n_help"), container=slots[0])
     seed = controls.seed_control(slots[1])
     slots[2].caption(page.t("samples.using", settings=settings.describe(with_seed=False)))
-    p_final = S.next_token_distribution(logits, **settings.kwargs())        # [vocab]
-    hist = sd.sample_histogram(p_final, n_draws, seed)
+    hist = cache.samples(lm.name, run.ids, chosen, n_draws, seed, _logits=logits)
     h_labels = axis_labels(texts(hist.ids)) + [html_escape(page.t("samples.other"))]
     h_probs = hist.probs + [hist.other_prob]
     h_freqs = [c / n_draws for c in hist.counts] + [hist.other_count / n_draws]
@@ -158,7 +158,7 @@ def render() -> None:
         N.last_notice(n=len(tokens), cut=cut, token=last, best=md_tok(best), second=md_tok(second),
                       p_best=float(probs[best]), p_second=float(probs[second]), logit_best=float(logits[best]),
                       gap=float(logits[best] - logits[second])),
-        N.spread_notice(lo=float(logits.min()), hi=float(logits.max()), median=float(logits.median()),
+        N.spread_notice(lo=numbers.lo, hi=numbers.hi, median=numbers.median,
                         top10=float(top.values[:10].sum()), vocab=cfg.vocab_size),
         N.settings_notice(greedy=settings.greedy, untouched=settings.untouched, best=md_tok(best),
                           settings=settings.describe(with_seed=False), vocab=cfg.vocab_size,

@@ -7,13 +7,16 @@ link (``?class=CODE``) and see what the teacher shows, each in their own languag
   prompt and the model always included, and ``section`` when the teacher jumped to a part of
   the page (classroom/presenter.py: a follower's run scrolls there once). Only that session
   can change or end the class.
-- A student's session polls in a fragment (``run_every=1``): when the class's view has a
+- A student's session polls in a fragment (``run_every=1``), its one timer: when the class's view has a
   newer version it opens it exactly as if the student had opened the teacher's link: the
   page's URL-bound controls forget their values (course.state.forget_values) and read the
   teacher's parameters, the prompt and the model are set, then ``st.switch_page`` (from the
   fragment run itself: one full run, of the teacher's page). The student keeps their
   language. "Stop following" leaves the view alone (and stops the
   heartbeat, so the teacher's count drops); "Follow again" applies the latest view at once.
+  What else a follower's screen must keep up with (the class's question, classroom/poll.py)
+  looks in on the same poll (``on_poll``) instead of a timer of its own: one poll a second
+  per student, however many parts of the page follow the class.
 - Which page a run is on is read from the run itself (``_run_page``), never from what an
   earlier run recorded: the browser's fragment timer keeps sending reruns with the page it
   knows, and Streamlit (1.67) folds such a rerun into a pending page switch keeping the
@@ -30,6 +33,8 @@ link (``?class=CODE``) and see what the teacher shows, each in their own languag
 - The join link is ``<base>/?class=CODE`` on every page, its base students can open
   (classroom/link.py: DECODER_LAB_PUBLIC_URL, else an address that is not loopback, else a
   warning with the fix).
+- A published view's lesson is warmed in the background for the other languages and models
+  (classroom/prewarm.py), so a follower in another language does not compute it in the follow.
 - Limits (classroom/limits.py): wrong codes per session and per address, new classes per address.
 - Classes live in classroom.store: in this process, or in Redis with DECODER_LAB_REDIS_URL.
 """
@@ -46,7 +51,7 @@ import time
 
 import streamlit as st
 
-from classroom import limits
+from classroom import limits, prewarm
 from classroom import link as class_link
 from classroom import store as class_store
 from classroom.qr import qr_data_uri
@@ -74,7 +79,16 @@ _TRIED = "_class_resume_tried"   # the cookie value this session already tried t
 _FORGET = "_class_forget"        # forget the teacher cookie in this run's output
 _CLIENT = "_class_client"        # this session's id for the limits
 _NETWORK: list = [0.0, None]     # [checked at, this machine's network address]
+_ON_POLL: list = []              # fn(join) run at the end of every poll of a following student (on_poll)
 log = logging.getLogger(__name__)
+
+
+def on_poll(fn) -> None:
+    """Run ``fn(join)`` at the end of every poll of a following student (once per fn): what
+    must follow the class besides the view. It may ask for a fragment's rerun
+    (server.session.rerun_fragment), and must not raise."""
+    if fn not in _ON_POLL:
+        _ON_POLL.append(fn)
 
 
 def store() -> class_store.ClassStore:
@@ -173,8 +187,14 @@ def after_run(page_id: str | None) -> None:
     except (class_store.ClassGone, class_store.NotTeacher):
         st.session_state.pop(_TEACH, None)
         _note("classroom.expired_teacher", teach["code"])
+        return
     except class_store.StoreUnavailable:
         _note("classroom.store_down")
+        return
+    try:
+        prewarm.warm_view(page, models.model_key(), i18n.current_lang())   # the followers' other languages
+    except Exception:  # noqa: BLE001 - never in the teacher's way; a follower's run computes it
+        log.exception("warming the class's view failed")
 
 
 def _cookie() -> str | None:
@@ -429,6 +449,9 @@ def _follow() -> None:
     minutes = away_minutes(store().away_s(info))
     if minutes is not None:
         st.caption(t("classroom.teacher_away_one" if minutes == 1 else "classroom.teacher_away", n=minutes))
+    if join["following"]:
+        for fn in _ON_POLL:          # last: a fragment rerun it asks for starts when this run ends
+            fn(join)
 
 
 def _student_panel(join: dict) -> None:

@@ -9,6 +9,10 @@ so every page's one-line block works in a class.
 - A student sees the class's question only while following, and only on the question it was
   asked about (same lesson, model and prompt): a student who stopped following is not asked;
   one who joins late lands on the teacher's page and sees the open question.
+- A student's block has no timer of its own: the student's follow poll (classroom/follow.py,
+  every second) looks at the class's question too (``_look``) and reruns the block (a keyed
+  fragment) only when what it drew is out of date: the teacher asked, revealed or closed. One
+  poll a second per student instead of two, and a rerun of the block only when it changes.
 - Nobody sees the others' answers before the reveal: a student's screen reads only the
   question and, once revealed, the teacher's summary.
 """
@@ -28,9 +32,14 @@ from course.i18n import t
 from course.predict import builders as B
 from course.predict.core import Question
 from course.tokens import plot_label
+from server import session
 
-POLL_EVERY_S = 1          # a student's look for the teacher's question, and the teacher's count
+COUNT_EVERY_S = 0.5       # the teacher's live count of answers (one fragment, on one screen: cheap), so it is
+                          # up to date within a second of an answer (bench/bench_predict.py); a student looks
+                          # on every follow poll (follow.FOLLOW_EVERY_S)
+BLOCK = "class_poll"      # the key of a following student's block fragment (follow's poll reruns it)
 _SENT = "_poll_sent"      # {(code, poll id): the value this student sent}
+_DRAWN = "_poll_drawn"    # what the student's block last drew: mark(...)
 
 
 def panel(question: Question, lm, text: str) -> bool:
@@ -42,9 +51,31 @@ def panel(question: Question, lm, text: str) -> bool:
         return True
     join = follow.joined()
     if join and join["following"]:
-        st.fragment(_student, run_every=POLL_EVERY_S)(join["code"], join["fid"], question, lm, text)
+        st.fragment(_student, key=BLOCK)(join["code"], join["fid"], question, lm, text)
         return True
     return False
+
+
+def mark(code: str, question_key: str, poll) -> tuple:
+    """What a student's block shows of the class's question: the class, the block's question,
+    and the class's poll (id and state) when it is about that question, else None."""
+    if poll is None or poll.question.get("key") != question_key:
+        return (code, question_key, None, None)
+    return (code, question_key, poll.id, poll.state)
+
+
+def _look(join: dict) -> None:
+    """On every follow poll of a following student: rerun the block when the class's question
+    is no longer what it drew (asked, revealed, closed, replaced)."""
+    drawn = st.session_state.get(_DRAWN)
+    if not drawn or drawn[0] != join["code"] or not session.in_fragment_run():
+        return                       # (a full run draws the block anew)
+    try:
+        poll = polls().current(join["code"])
+    except class_store.ClassStoreError:
+        return                       # the follow poll's own line says so
+    if mark(join["code"], drawn[1], poll) != drawn and not session.rerun_fragment(BLOCK):
+        st.session_state.pop(_DRAWN, None)     # no block on this page: nothing to redraw
 
 
 # --- teacher -----------------------------------------------------------------------------
@@ -98,7 +129,7 @@ def _teacher(teach: dict, question: Question, lm, text: str) -> None:
     if poll.state == "open":
         if spec["kind"] == "choice":
             st.markdown("\n".join(f"- {predict_view.option_text(spec, i)}" for i in range(len(spec["options"]))))
-        st.fragment(_count, run_every=POLL_EVERY_S)(teach["code"], poll.id)
+        st.fragment(_count, run_every=COUNT_EVERY_S)(teach["code"], poll.id)
         left, right = st.columns(2)
         left.button(t("predict.class.reveal"), key=f"poll_reveal_{question.id}", icon=":material/visibility:",
                     type="primary", on_click=_reveal, args=(teach, poll.id, question, lm, text), width="stretch")
@@ -167,16 +198,18 @@ def _send(code: str, fid: str, poll_id: int, widget: str, nick_key: str, spec: d
 
 
 def _student(code: str, fid: str, question: Question, lm, text: str) -> None:
-    """A following student's block (a fragment, every POLL_EVERY_S): the class's question while
+    """A following student's block (a fragment that the follow poll reruns): the class's question while
     the teacher has it open, the teacher's reveal once there, else the block for one learner."""
     join = follow.joined()
     if not join or not join["following"]:
+        st.session_state.pop(_DRAWN, None)
         predict_view.solo(question, lm, text)
         return
     try:
         poll = polls().current(code)
     except class_store.StoreUnavailable:
         poll = None
+    st.session_state[_DRAWN] = mark(code, question.key, poll)
     if poll is None or poll.question.get("key") != question.key:
         predict_view.solo(question, lm, text)
         return
@@ -203,3 +236,4 @@ def _student(code: str, fid: str, question: Question, lm, text: str) -> None:
 
 
 predict_view.register_class_panel(panel)
+follow.on_poll(_look)

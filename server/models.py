@@ -93,6 +93,12 @@ class ModelShelf:
         finally:
             load.done.set()
 
+    def ready(self, key: str) -> bool:
+        """Whether ``key`` is loaded (without starting a load)."""
+        with self._lock:
+            load = self._loads.get(key)
+        return load is not None and load.done.is_set() and load.error is None
+
     def __call__(self, key: str):
         """The model, waiting for its load (raises what the load raised)."""
         load = self.load(key)

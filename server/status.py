@@ -12,6 +12,7 @@ ENV = "DECODER_LAB_WARMUP"
 PAGES_ENV = "DECODER_LAB_WARMUP_PAGES"       # a comma-separated list of pages to open (default: all)
 LANGS = ("en", "zh-Hant", "zh-Hans")
 DONE_LINE = "Decoder Lab: warm-up done"     # the log line bench/bench_class.py waits for
+CLASS_WARM_ENV = "DECODER_LAB_CLASS_WARM"        # 0: a teacher's view is not warmed for the other languages (classroom/prewarm.py)
 COLLECT_ENV = "DECODER_LAB_COLLECT_S"          # seconds between garbage collections after the warm-up (0: none)
 
 
@@ -30,6 +31,10 @@ _lock = threading.Lock()
 
 def enabled() -> bool:
     return os.environ.get(ENV, "1").strip() not in ("0", "false", "no", "")
+
+
+def class_warm() -> bool:
+    return os.environ.get(CLASS_WARM_ENV, "1").strip() not in ("0", "false", "no", "")
 
 
 def status() -> Status:

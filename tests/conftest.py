@@ -28,6 +28,7 @@ import pytest
 # The server's start-up warm-up (server/warmup.py) would open every lesson in each test's server
 # and compete with the tests for the CPU: off, except where a test turns it on.
 os.environ["DECODER_LAB_WARMUP"] = "0"
+os.environ["DECODER_LAB_CLASS_WARM"] = "0"     # no background warming of a teacher's views (classroom/prewarm.py)
 
 # Analyses that take a minute a model (the induction lesson's experiment) are kept on disk for
 # the whole run (course/cache/stored.py), so each is computed once, not once per process that

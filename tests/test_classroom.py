@@ -431,7 +431,7 @@ def test_a_followed_view_is_computed_once_for_all_its_followers(fresh_store, mon
     """Three students, one per language, follow a teacher onto a view no one has opened: the
     teacher's run computes it (one forward pass, the temperature numbers once), the followers'
     runs find it all in the shared caches: no forward pass and no temperature sweep of their
-    own. The lesson's per-language parts (the Try-this lines) are warm, as the server's warm-up
+    own. The lesson's per-language parts (the Try-this lines, the weather table) are warm, as the server's warm-up
     leaves them."""
     from course import cache
     from lesson_model.analysis import sampling_demo as sd
@@ -442,14 +442,19 @@ def test_a_followed_view_is_computed_once_for_all_its_followers(fresh_store, mon
     sweeps = []
     real_sweep = sd.temperature_sweep
     monkeypatch.setattr(sd, "temperature_sweep", lambda *a, **k: sweeps.append(1) or real_sweep(*a, **k))
+    calls: list[str] = []            # the view's other numbers: the logits' histogram, the settings' view, the draws
+    for name in ("logit_histogram", "distribution_view", "sample_histogram"):
+        real = getattr(sd, name)
+        monkeypatch.setattr(sd, name, lambda *a, _real=real, _name=name, **k: calls.append(_name) or _real(*a, **k))
     teacher = new_session(None, "en", model="smollm2-135m")
     code, _ = start_class(teacher)
     teacher.switch_page(nav.page_file("sampling"))
     teacher.run()
-    before, sweeps[:] = run_cache().computed, []
+    before, sweeps[:], calls[:] = run_cache().computed, [], []
     teacher.text_area(key="prompt").input(f"{PROMPT} Once for the class {code}.").run()
     no_errors(teacher)
     assert run_cache().computed == before + 1 and len(sweeps) == 1, "the teacher's run computes the new view"
+    assert sorted(calls) == ["distribution_view", "logit_histogram", "sample_histogram"], calls
 
     students = [new_session(None, lang, **{"class": code}) for lang in i18n.LANGS]
     for student in students:
@@ -458,3 +463,15 @@ def test_a_followed_view_is_computed_once_for_all_its_followers(fresh_store, mon
         assert student.session_state["_url.prompt"] == teacher.session_state["_url.prompt"]
     assert run_cache().computed == before + 1, "a follower ran the model again"
     assert len(sweeps) == 1, "a follower computed the temperature numbers again"
+    assert len(calls) == 3, f"a follower computed the view's numbers again: {calls}"
+    # The teacher moves the temperature: only what depends on it is computed, once for the class.
+    calls[:] = []
+    teacher.slider(key="temperature").set_value(0.6).run()
+    no_errors(teacher)
+    assert sorted(calls) == ["distribution_view", "sample_histogram"], calls
+    for student in students:
+        student.run()                                       # the follow poll's tick
+        no_errors(student)
+        assert student.session_state["_url.temperature"] == teacher.session_state["_url.temperature"]
+    assert sorted(calls) == ["distribution_view", "sample_histogram"], f"a follower computed it again: {calls}"
+    assert len(sweeps) == 1 and run_cache().computed == before + 1

@@ -230,3 +230,53 @@ def test_class_chart():
     fig = class_answers_figure(lambda k, **f: k, ["a", "b"], [66.7, 33.3], [True, False], [40.0, 5.0])
     assert len(fig.data) == 2 and list(fig.data[0]["x"]) == [66.7, 33.3]
     assert fig.data[0]["marker"]["color"][0] != fig.data[0]["marker"]["color"][1]
+
+
+@pytest.mark.unit
+def test_student_block_follows_the_class_question_on_the_follow_poll(monkeypatch):
+    """A following student's block has no timer of its own: the follow poll (classroom/follow.py)
+    looks at the class's question and reruns the block, a keyed fragment, only when what it drew
+    is out of date (asked, revealed, closed), and only from a fragment run of the poll."""
+    from classroom import follow, poll
+
+    store = cs.MemoryStore()
+    cs.reset_store(store)
+    try:
+        state: dict = {}
+        reruns: list[str] = []
+        fragment_run = [True]
+        monkeypatch.setattr(poll.st, "session_state", state)
+        monkeypatch.setattr(poll.session, "in_fragment_run", lambda: fragment_run[0])
+        monkeypatch.setattr(poll.session, "rerun_fragment", lambda key: reruns.append(key) or True)
+        assert poll._look in follow._ON_POLL
+        code, secret = store.create()
+        join = {"code": code, "following": True}
+        key = SPEC["key"]
+        state[poll._DRAWN] = poll.mark(code, key, None)          # the block drew "not asked"
+        poll._look(join)
+        assert reruns == []                                      # nothing changed: no rerun
+        asked = ps.polls(store).ask(code, secret, SPEC)
+        fragment_run[0] = False
+        poll._look(join)
+        assert reruns == []                                      # a full run draws the block anyway
+        fragment_run[0] = True
+        poll._look(join)
+        assert reruns == [poll.BLOCK]                            # asked: the block reruns
+        state[poll._DRAWN] = poll.mark(code, key, ps.polls(store).current(code))
+        poll._look(join)
+        assert reruns == [poll.BLOCK]
+        ps.polls(store).reveal(code, secret, asked.id, {"n": 0})
+        poll._look(join)
+        assert reruns == [poll.BLOCK] * 2                        # revealed: again
+        other = dict(SPEC, key="another.question")
+        state[poll._DRAWN] = poll.mark(code, key, ps.polls(store).current(code))
+        ps.polls(store).ask(code, secret, other)                 # a question about another block
+        poll._look(join)
+        assert reruns == [poll.BLOCK] * 3                        # this block goes back to the learner's own
+        monkeypatch.setattr(poll.session, "rerun_fragment", lambda key: False)
+        state[poll._DRAWN] = poll.mark(code, key, None)
+        ps.polls(store).ask(code, secret, SPEC)
+        poll._look(join)
+        assert poll._DRAWN not in state                          # no block on this page: stop looking
+    finally:
+        cs.reset_store()

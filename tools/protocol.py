@@ -163,10 +163,13 @@ class Run:
     page_hash: str
     fragment: bool                       # a fragment run (the follow poll), not a full run
     finished: float | None = None
+    fragment_ids: list[str] = field(default_factory=list)   # the fragments a fragment run ran
     status: str = ""
     query: dict = field(default_factory=dict)      # the URL's query after the run
     exceptions: list[str] = field(default_factory=list)
     markdown: list[str] = field(default_factory=list)
+    alerts: list[tuple[str, str]] = field(default_factory=list)   # (format: "SUCCESS", "INFO"..., body)
+    widgets: list[str] = field(default_factory=list)     # the keys of the widgets it drew
 
 
 class LiveClient:
@@ -191,6 +194,8 @@ class LiveClient:
         self.fragment_reruns = 0                 # auto reruns this tab's timers sent
         self.timers: dict[str, tuple[float, float]] = {}    # fragment id -> (interval, next due)
         self.widget_ids: dict[str, str] = {}
+        self.widgets: dict[str, object] = {}     # widget key -> its element's proto (options, range), the latest seen
+        self.widget_fragments: dict[str, str] = {}   # widget key -> the fragment that drew it ("" outside one)
         self.error: BaseException | None = None
         self._current: Run | None = None
         self._cond = threading.Condition()
@@ -261,6 +266,30 @@ class LiveClient:
         self._send(back)
         return asked
 
+    def set_fragment_widgets(self, fragment_id: str, widgets: dict[str, dict]) -> float:
+        """Rerun fragment ``fragment_id`` with these widgets' values, as a click on a button
+        inside a fragment does (``widgets``: key -> value as in set_widget, e.g.
+        ``{"answer": {"double_array_value": [3]}, "send": {"trigger_value": True}}``). Returns
+        when it was asked (time.time())."""
+        from streamlit.proto.BackMsg_pb2 import BackMsg
+        from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+        back = BackMsg()
+        back.rerun_script.query_string = urlencode(self.query)
+        back.rerun_script.page_script_hash = self.page_hash
+        back.rerun_script.fragment_id = fragment_id
+        for key, value in widgets.items():
+            widget = WidgetState(id=self.widget_ids[key])
+            for name, v in value.items():
+                if name.endswith("_array_value"):
+                    getattr(widget, name).data.extend(v)
+                else:
+                    setattr(widget, name, v)
+            back.rerun_script.widget_states.widgets.append(widget)
+        asked = time.time()
+        self._send(back)
+        return asked
+
     def _rerun_fragment(self, fragment_id: str) -> None:
         from streamlit.proto.BackMsg_pb2 import BackMsg
 
@@ -318,7 +347,7 @@ class LiveClient:
                 if not fragments:
                     self.timers.clear()          # a full run: the browser drops every timer
                     self.page_hash = msg.new_session.page_script_hash
-                self._current = Run(now, msg.new_session.page_script_hash, bool(fragments))
+                self._current = Run(now, msg.new_session.page_script_hash, bool(fragments), fragment_ids=fragments)
             elif kind == "navigation":
                 for page in msg.navigation.app_pages:
                     self.pages[page.page_script_hash] = page.url_pathname
@@ -342,10 +371,18 @@ class LiveClient:
                         self._current.exceptions.append(f"{element.exception.type}: {element.exception.message}")
                     elif what == "markdown":
                         self._current.markdown.append(element.markdown.body)
+                    elif what == "alert":
+                        from streamlit.proto.Alert_pb2 import Alert
+
+                        self._current.alerts.append((Alert.Format.Name(element.alert.format), element.alert.body))
                     elif what is not None:
                         widget_id = getattr(getattr(element, what), "id", "")
                         if isinstance(widget_id, str) and widget_id.startswith("$$ID-"):
-                            self.widget_ids[widget_id.rsplit("-", 1)[-1]] = widget_id
+                            key = widget_id.rsplit("-", 1)[-1]
+                            self.widget_ids[key] = widget_id
+                            self.widgets[key] = getattr(element, what)
+                            self.widget_fragments[key] = msg.delta.fragment_id
+                            self._current.widgets.append(key)
             elif kind == "script_finished" and self._current is not None:
                 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
@@ -355,14 +392,15 @@ class LiveClient:
                 self.runs.append(run)
                 self._cond.notify_all()
 
-    def wait_for(self, test, since: float = 0.0, timeout: float | None = None) -> Run | None:
+    def wait_for(self, test, since: float = 0.0, timeout: float | None = None, fragments: bool = False) -> Run | None:
         """The first finished full run (finished after ``since``) for which ``test(run, client)``
-        holds, waiting up to ``timeout`` seconds; None when none came."""
+        holds, waiting up to ``timeout`` seconds; None when none came. ``fragments``: fragment
+        runs count too."""
         deadline = time.time() + (self.timeout if timeout is None else timeout)
         with self._cond:
             while True:
                 for run in self.runs:
-                    if not run.fragment and run.finished >= since and test(run, self):
+                    if (fragments or not run.fragment) and run.finished >= since and test(run, self):
                         return run
                 left = deadline - time.time()
                 if left <= 0 or self._closed or self.error is not None:

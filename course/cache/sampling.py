@@ -1,13 +1,16 @@
 """The sampling lesson's shared computations: its forward pass (the final vector and the last
-position's logits) and the Try-this lines, each checked on a run of the model on its own prompt."""
+position's logits), what the page shows of those logits (once per view and settings, shared by
+every session on the view), the Try-this lines, each checked on a run of the model on its own
+prompt, and the weather table (per language)."""
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import streamlit as st
 
-from course.cache import default_tokens, lesson_t
+from course.cache import context, default_tokens, lesson_t
 from course.i18n import join_list, join_sentences
 from course.model import MODEL_TAGS
 from course.notices import sampling as N
@@ -43,6 +46,44 @@ def temperature_numbers(model_name: str, ids: tuple[int, ...], real_ids: tuple[i
     return sweep, curves
 
 
+@dataclass(frozen=True)
+class LogitNumbers:
+    """What the page shows of the run's last logits whatever the settings (temperature 1)."""
+    prob_sum: float                # the softmax's sum (1 up to rounding)
+    edges: list[float]             # the logit histogram's bin edges
+    counts: list[int]              # and counts
+    median: float
+    lo: float
+    hi: float
+
+
+@st.cache_data(max_entries=16, show_spinner=False)   # once per view: a class following its teacher shares it
+def logit_numbers(model_name: str, ids: tuple[int, ...], _logits=None) -> LogitNumbers:
+    """The sums, histogram and spread of the last position's logits (``_logits``, [vocab]) of the
+    run of ``model_name`` on ``ids``: on Gemma's 262,144 entries a histogram, a median and a
+    min/max, a tenth of a second of a session's run that no setting changes (a teacher moving
+    the temperature slider changes none of it, so no follower computes it again)."""
+    logits = _logits.float()
+    edges, counts = sd.logit_histogram(logits)
+    return LogitNumbers(prob_sum=float(logits.softmax(-1).double().sum()), edges=edges.tolist(),
+                        counts=counts.tolist(), median=float(logits.median()), lo=float(logits.min()),
+                        hi=float(logits.max()))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)   # once per view and settings
+def setting_view(model_name: str, ids: tuple[int, ...], settings: tuple, n: int, _logits=None) -> sd.DistributionView:
+    """sd.distribution_view of the run's last logits under ``settings`` (Settings.kwargs() as
+    sorted items), for the n best tokens."""
+    return sd.distribution_view(_logits, n=n, **dict(settings))
+
+
+@st.cache_data(max_entries=32, show_spinner=False)   # once per view, settings, draws and seed
+def samples(model_name: str, ids: tuple[int, ...], settings: tuple, n_draws: int, seed: int,
+            _logits=None) -> sd.SampleHistogram:
+    """The sampling experiment: ``n_draws`` seeded draws from the run's last logits under ``settings``."""
+    return sd.sample_histogram(S.next_token_distribution(_logits, **dict(settings)), n_draws, seed)
+
+
 def try_prompt(lm, lang: str, n: int) -> str:
     return lesson_t("sampling", lm, lang)(f"try.{n}.prompt")
 
@@ -68,6 +109,14 @@ def try_lines(lm, lang: str) -> list[tuple[str, str]]:
     return [(try_prompt(lm, lang, n), try_line(lm.name, lang, n, try_prompt(lm, lang, n), _lm=lm)) for n in TRIES]
 
 
+def weather(lm, lang: str):
+    """The weather section's table in ``lang`` (its prompt and the toy's four words, as the page
+    reads them): per language and the same for any prompt of the learner's."""
+    t = lesson_t("sampling", lm, lang)
+    return context.weather(lm, t("weather.prompt"), [t(f"four.{w}") for w, _ in sd.FOUR_CANDIDATES])
+
+
 def warm(lm, lang: str) -> None:
     lesson_run(lm, default_tokens(lm, lang, CAP))
     try_lines(lm, lang)
+    weather(lm, lang)
