@@ -142,7 +142,8 @@ def _teacher(teach: dict, question: Question, lm, text: str) -> None:
     except class_store.ClassStoreError:
         answers = []
     left, right = st.columns(2)
-    left.download_button(t("predict.class.csv"), B.answers_csv(question, answers, lm, text),
+    left.download_button(t("predict.class.csv"), B.answers_csv(question, answers, lm, text,
+                                                                  option_text=lambda i: _bar_label(spec, {"value": i})),
                          file_name=f"answers-{question.id}.csv", mime="text/csv", key=f"poll_csv_{question.id}",
                          icon=":material/download:", width="stretch")
     right.button(t("predict.class.close"), key=f"poll_close_{question.id}", icon=":material/close:",

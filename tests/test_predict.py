@@ -161,6 +161,26 @@ def test_train_question_pending_then_answered():
     assert train_question(TrainSettings(steps=200, seed=1)).key != pending.key
 
 
+
+@pytest.mark.unit
+def test_train_answers_csv_reads_options_in_words():
+    """The training lab's options are catalog keys: the teacher's CSV writes them as the class read
+    them (option_text), not as keys; without option_text an option is written as stored."""
+    import csv
+    import io
+
+    from course.predict.builders import answers_csv, train_question
+    from lesson_model.training import TrainSettings
+    settings = TrainSettings(steps=200)
+    q = train_question(settings, _result(settings, _history([0.0, 0.1, 0.2, 0.35, 0.2, 0.4, 0.5, 0.6, 0.7])))
+    answers = [{"nick": "a", "lang": "en", "value": 2}, {"nick": "b", "lang": "zh-Hant", "value": 4}]
+    words = lambda i: f"part {i} " + " ".join(f"{k}={v}" for k, v in sorted(q.option_fields[i].items()))
+    rows = list(csv.reader(io.StringIO(answers_csv(q, answers, option_text=words))))
+    assert [r[3] for r in rows[1:]] == ["part 2 high=150 low=100", "part 4 steps=200"]
+    assert [r[4] for r in rows[1:]] == ["True", "False"]
+    rows = list(csv.reader(io.StringIO(answers_csv(q, answers))))
+    assert [r[3] for r in rows[1:]] == ["predict.train.part", "predict.train.never"]
+
 # --- the class's question store ---------------------------------------------------------------
 
 SPEC = {"id": "heads.previous", "key": "heads.previous:abc", "kind": "choice", "text": ["k", {}],

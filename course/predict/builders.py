@@ -19,6 +19,7 @@ is built from the lab's settings, pending (no answer) until that run is finished
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
 import torch
 
@@ -570,9 +571,12 @@ def class_summary(question: Question, answers: list[dict], lm=None, prompt: str 
             "right": sum(b["count"] for b in bars.values() if b["right"])}
 
 
-def answers_csv(question: Question, answers: list[dict], lm=None, prompt: str = "") -> str:
+def answers_csv(question: Question, answers: list[dict], lm=None, prompt: str = "",
+                option_text: Callable[[int], str] | None = None) -> str:
     """The class's answers as CSV (the teacher's download): nickname, language, the answer as
-    given, whether it is right, its score out of 100, and the model's answer."""
+    given, whether it is right, its score out of 100, and the model's answer. ``option_text(i)``
+    reads option i in the teacher's language (needed where options are catalog keys: the
+    training lab's); without it the option is written as stored."""
     import csv
     import io
     out = io.StringIO()
@@ -580,8 +584,8 @@ def answers_csv(question: Question, answers: list[dict], lm=None, prompt: str = 
     writer.writerow(["question", "nickname", "language", "answer", "right", "score", "model_answer"])
     for a in answers:
         value = a.get("value")
-        shown = question.options[int(value)] if question.kind == "choice" and isinstance(value, int) and \
-            0 <= value < len(question.options) else value
+        is_option = question.kind == "choice" and isinstance(value, int) and 0 <= value < len(question.options)
+        shown = (option_text(value) if option_text else question.options[value]) if is_option else value
         try:
             result = score(question, value, lm, prompt)
             right, points = result.right, round(100 * result.value)
