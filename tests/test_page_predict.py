@@ -90,7 +90,7 @@ def test_new_prompt_gives_a_fresh_question(open_page):
 @pytest.mark.parametrize("lang", ["en", "zh-Hant"])
 def test_presenter_mode_folds_the_block_to_its_question(open_page, lang):
     """In presenter mode the block is one line, the question (so the chart that answers it is on
-    the projected screen), listed among the page's sections; it opens to the same guess and answer."""
+    the projected screen), listed among the page's sections; it holds the same guess and check."""
     from course import lesson
     cat = i18n.catalog(lang)
     at = open_page("heads", lang=lang, prompt=PROMPT, params={"present": 1})
@@ -101,12 +101,10 @@ def test_presenter_mode_folds_the_block_to_its_question(open_page, lang):
     asked = [q for (model, name, text), q in predict_view._CACHE.items()        # this model's question, in the label
              if name == "heads" and text == PROMPT and folded[0].label.endswith(predict_view.phrase(*q.text, lang=lang))]
     assert asked, folded[0].label
-    q = asked[0]
     assert ("predict", cat["predict.title"]) in at.session_state[lesson._SECTIONS]
-    at.radio(key="predict_in_heads.previous").set_value(q.answer).run()
-    at.button(key="predict_check_heads.previous").click().run()
-    no_errors(at)
-    assert cat["predict.right"] in text_of(at)
+    # inside: the same guess and check as the unfolded block (test_choice_block_right_and_wrong)
+    assert len(at.radio(key="predict_in_heads.previous").options) == len(asked[0].options)
+    assert at.button(key="predict_check_heads.previous")
 
 
 def new_session(lang: str, **params):

@@ -73,8 +73,8 @@ def _mlp_snake(tr: T, d_model: int, d_ff: int, font: str, act: str, post_norm: b
     bottom = ["out", "add", *(["post"] if post_norm else []), "down"]
     return "\n".join([
         "digraph mlp {",
-        "rankdir=TB; bgcolor=transparent; nodesep=0.14; ranksep=0.3; margin=0;",
-        f'node [style="rounded,filled" color="#6b7280" fontname="{font}" fontsize={size} margin="0.06,0.02" '
+        "rankdir=TB; bgcolor=transparent; nodesep=0.1; ranksep=0.3; margin=0;",
+        f'node [style="rounded,filled" color="#6b7280" fontname="{font}" fontsize={size} margin="0.04,0.02" '
         'width=0.3 height=0.28];',
         f'edge [color="#6b7280" fontname="{font}" fontsize={size} arrowsize=0.5];',
         node("x", tr("diagram.resid", d=d_model)),
