@@ -96,7 +96,7 @@ def test_presenter_mode_folds_the_block_to_its_question(open_page, lang):
     at = open_page("heads", lang=lang, prompt=PROMPT, params={"present": 1})
     no_errors(at)
     assert cat["predict.title"] not in [s.value for s in at.subheader]          # no heading of its own
-    folded = [e for e in at.expander if e.label.startswith(f"**{cat['predict.title']}**")]
+    folded = [e for e in at.expander if e.label.startswith(f"**{cat['predict.title']}")]
     assert len(folded) == 1
     asked = [q for (model, name, text), q in predict_view._CACHE.items()        # this model's question, in the label
              if name == "heads" and text == PROMPT and folded[0].label.endswith(predict_view.phrase(*q.text, lang=lang))]
