@@ -215,7 +215,9 @@ def test_position_block_in_each_language(open_page, lang):
     assert subheaders.index(cat["predict.title"]) < subheaders.index(i18n.catalog(lang)["position.rel.title"])
 
 
-TRAIN = {"steps": "100", "layers": "1", "seed": "4242"}      # the shortest training the limits allow
+# The shortest training the limits allow; a seed of its own: the server replays a run trained
+# earlier (Start disabled), and tests/test_page_train.py trains seed 4242 in the same process.
+TRAIN = {"steps": "100", "layers": "1", "seed": "4240"}
 
 
 @pytest.mark.parametrize("lang", i18n.LANGS)

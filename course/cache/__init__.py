@@ -55,7 +55,16 @@ def warm(page: str, lm, lang: str) -> bool:
     if fn is None:
         return False
     fn(lm, lang)
+    warm_question(page, lm, lang)
     return True
+
+
+def warm_question(page: str, lm, lang: str) -> None:
+    """Build the lesson's "Predict, then see" question on ``lang``'s default prompt (the block
+    asks it before the first figure; its own forward passes, where it has any beyond the page's,
+    go through the run cache): so a warmed lesson's first view runs no model for it either."""
+    from course import predict_view
+    predict_view.question_for(page, lm, i18n.catalog(lang)["prompt.default"])
 
 
 def lessons() -> list[str]:
