@@ -115,7 +115,8 @@ def _count(code: str, poll_id: int) -> None:
 
 def _teacher(teach: dict, question: Question, lm, text: str) -> None:
     spec = question.public()
-    st.markdown(predict_view.phrase(*question.text))
+    if not predict_view.question_in_label():       # presenter mode's folded line says it already
+        st.markdown(predict_view.phrase(*question.text))
     try:
         poll = polls().current(teach["code"])
     except class_store.StoreUnavailable:

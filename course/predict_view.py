@@ -10,6 +10,7 @@ class store. The course layer knows nothing of the classroom beyond that hook.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -132,6 +133,16 @@ def valid_guess(spec: dict, value) -> bool:
 
 # --- the block ---------------------------------------------------------------------------
 
+# True while a folded block's panels draw: its one line already says the question.
+_IN_LABEL: contextvars.ContextVar[bool] = contextvars.ContextVar("predict_question_in_label", default=False)
+
+
+def question_in_label() -> bool:
+    """Whether the block's folded line already says the question (presenter mode): a class panel
+    drawn inside it leaves the question out rather than say it twice."""
+    return _IN_LABEL.get()
+
+
 def ask(lesson: str, lm, heading: Callable[[str], None] | None = None,
         fold: Callable[[str], str] | None = None, question: Question | None = None) -> Question | None:
     """Draw the lesson's block (nothing when this prompt has no question); returns the question.
@@ -154,9 +165,13 @@ def ask(lesson: str, lm, heading: Callable[[str], None] | None = None,
         with st.container(key=f"predict_{lesson}"), st.container(key=anchor):
             with st.expander(t("predict.folded", title=t("predict.title"), question=phrase(*question.text)),
                              icon=":material/quiz:"):
-                for panel in _PANELS if not question.pending else ():
-                    if panel(question, lm, text):
-                        return question
+                said = _IN_LABEL.set(True)
+                try:
+                    for panel in _PANELS if not question.pending else ():
+                        if panel(question, lm, text):
+                            return question
+                finally:
+                    _IN_LABEL.reset(said)
                 solo(question, lm, text, asked=True)
         return question
     with st.container(border=True, key=f"predict_{lesson}"):

@@ -166,6 +166,26 @@ def test_class_asks_three_students_answer_teacher_reveals(warm_app, fresh_store)
         assert cat["predict.why"].split("{")[0] in text_of(s)
 
 
+
+def test_teacher_in_presenter_mode_asks_from_the_folded_line(warm_app, fresh_store):
+    """A teacher presenting: the folded block's line says the question, and the class panel inside
+    it (Ask the class) does not say it a second time; without presenter mode the panel says it."""
+    teacher = new_session("en", prompt=PROMPT)
+    teacher.button(key="class_start").click().run()
+    teacher.switch_page(nav.page_file("tokens"))
+    teacher.run()
+    question = [q for (model, name, text), q in predict_view._CACHE.items() if name == "tokens" and text == PROMPT][-1]
+    said = predict_view.phrase(*question.text, lang="en")
+    assert [m.value for m in teacher.markdown].count(said) == 1          # the panel's own line
+    teacher = new_session("en", prompt=PROMPT, present="1")               # presenting from the first run
+    teacher.button(key="class_start").click().run()
+    teacher.switch_page(nav.page_file("tokens"))
+    teacher.run()
+    no_errors(teacher)
+    assert teacher.button(key="poll_ask_tokens.count")
+    assert [e for e in teacher.expander if e.label.endswith(said)]
+    assert said not in [m.value for m in teacher.markdown]
+
 def test_stopped_student_is_not_asked_and_late_joiner_is(warm_app, fresh_store):
     teacher = new_session("en", prompt=PROMPT)
     teacher.button(key="class_start").click().run()
