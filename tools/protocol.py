@@ -250,6 +250,18 @@ class LiveClient:
         (a slider), ``set_widget("class_start", trigger_value=True)`` (a button); a rerun of the
         current page. Returns when it was asked (time.time())."""
         from streamlit.proto.BackMsg_pb2 import BackMsg
+
+        back = BackMsg()
+        back.rerun_script.query_string = urlencode(self.query)
+        back.rerun_script.page_script_hash = self.page_hash
+        back.rerun_script.widget_states.widgets.append(self._widget_state(key, value))
+        asked = time.time()
+        self._send(back)
+        return asked
+
+    def _widget_state(self, key: str, value: dict):
+        """Widget ``key``'s state as the browser sends it (``value``: field -> value, e.g.
+        ``{"double_array_value": [3]}`` or ``{"trigger_value": True}``)."""
         from streamlit.proto.WidgetStates_pb2 import WidgetState
 
         widget = WidgetState(id=self.widget_ids[key])
@@ -258,13 +270,7 @@ class LiveClient:
                 getattr(widget, name).data.extend(v)
             else:
                 setattr(widget, name, v)
-        back = BackMsg()
-        back.rerun_script.query_string = urlencode(self.query)
-        back.rerun_script.page_script_hash = self.page_hash
-        back.rerun_script.widget_states.widgets.append(widget)
-        asked = time.time()
-        self._send(back)
-        return asked
+        return widget
 
     def set_fragment_widgets(self, fragment_id: str, widgets: dict[str, dict]) -> float:
         """Rerun fragment ``fragment_id`` with these widgets' values, as a click on a button
@@ -272,20 +278,13 @@ class LiveClient:
         ``{"answer": {"double_array_value": [3]}, "send": {"trigger_value": True}}``). Returns
         when it was asked (time.time())."""
         from streamlit.proto.BackMsg_pb2 import BackMsg
-        from streamlit.proto.WidgetStates_pb2 import WidgetState
 
         back = BackMsg()
         back.rerun_script.query_string = urlencode(self.query)
         back.rerun_script.page_script_hash = self.page_hash
         back.rerun_script.fragment_id = fragment_id
         for key, value in widgets.items():
-            widget = WidgetState(id=self.widget_ids[key])
-            for name, v in value.items():
-                if name.endswith("_array_value"):
-                    getattr(widget, name).data.extend(v)
-                else:
-                    setattr(widget, name, v)
-            back.rerun_script.widget_states.widgets.append(widget)
+            back.rerun_script.widget_states.widgets.append(self._widget_state(key, value))
         asked = time.time()
         self._send(back)
         return asked
