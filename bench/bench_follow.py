@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import results_file
 from bench.bench_class import cpu_seconds, p90, start_profile, stop_profile, wait_for_warmup
 from course import model as models
 from server import warmup
@@ -254,18 +255,12 @@ def main(argv=None) -> None:
 def with_table(path: Path, table: list[str]) -> str:
     """The file with its first table replaced by this one (the notes around it kept); a new
     file with the module's description when there is none."""
-    lines = path.read_text().splitlines() if path.exists() else []
-    start = next((i for i, line in enumerate(lines) if line.startswith("| change")), None)
-    if start is None:
-        head = ["# Following the teacher (python -m bench.bench_follow)", "", *__doc__.split("\n\n", 2)[2].splitlines(), ""]
-        return "\n".join(head + table) + "\n"
-    end = start
-    while end < len(lines) and lines[end].startswith("|"):
-        end += 1
-    if end + 1 < len(lines) and not lines[end] and lines[end + 1].startswith("Idle class:"):
-        end += 2                    # the table's own note
-    return "\n".join(lines[:start] + table + lines[end:]) + "\n"
-
+    def note_end(lines: list[str], end: int) -> int:
+        if end + 1 < len(lines) and not lines[end] and lines[end + 1].startswith("Idle class:"):
+            return end + 2                    # the table's own note
+        return end
+    return results_file.with_table(path, table, "change", "Following the teacher (python -m bench.bench_follow)",
+                                   __doc__, note_end)
 
 if __name__ == "__main__":
     main()

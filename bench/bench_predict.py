@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from bench import results_file
 from bench.bench_class import cpu_seconds, p90, start_profile, stop_profile, wait_for_warmup
 from bench.bench_follow import LANGS, load, shows, start_class, teacher_does, view
 from server import warmup
@@ -312,22 +313,16 @@ def main(argv=None) -> None:
 def with_table(path: Path, table: list[str]) -> str:
     """The file with its first table (and the notes right under it) replaced by this one; a new
     file with the module's description when there is none."""
-    lines = path.read_text().splitlines() if path.exists() else []
-    start = next((i for i, line in enumerate(lines) if line.startswith("| what")), None)
-    if start is None:
-        head = ["# A class answers the teacher's question (python -m bench.bench_predict)", "",
-                *__doc__.split("\n\n", 2)[2].splitlines(), ""]
-        return "\n".join(head + table) + "\n"
-    end = start
-    while end < len(lines) and lines[end].startswith("|"):
-        end += 1
-    while end < len(lines) and (lines[end].startswith("A class that only follows") or not lines[end]
-                                or lines[end].endswith(" cores.")):
-        end += 1
-        if lines[end - 1].endswith(" cores."):
-            break
-    return "\n".join(lines[:start] + table + ["", *lines[end:]]) + "\n"
-
+    def note_end(lines: list[str], end: int) -> int:
+        while end < len(lines) and (lines[end].startswith("A class that only follows") or not lines[end]
+                                    or lines[end].endswith(" cores.")):
+            end += 1
+            if lines[end - 1].endswith(" cores."):
+                break
+        return end
+    return results_file.with_table(path, table, "what",
+                                   "A class answers the teacher's question (python -m bench.bench_predict)",
+                                   __doc__, note_end, blank_after=True)
 
 if __name__ == "__main__":
     main()
