@@ -5,7 +5,6 @@ for the heads that link two tokens; on a model with sliding-window layers, what 
 a global layer see on a long prompt; and how the work grows with the prompt's length."""
 
 
-import pandas as pd
 import streamlit as st
 
 from course import i18n, state, theme
@@ -283,7 +282,7 @@ def _toy_section(page: Lesson, weights: list[float], scaled: list[float], md_tok
     names = [page.t(f"toy.name.{i}") for i in range(len(hw.heights))]
     with result:
         st.metric(page.t("toy.estimate"), page.t("toy.kg", v=f"{hw.estimate:.1f}"))
-    st.dataframe(pd.DataFrame({
+    st.dataframe(theme.arrow_table({
         page.t("toy.col_name"): names,
         page.t("toy.col_k"): [f"{h:.2f}" for h in hw.heights],
         page.t("toy.col_v"): [f"{w:g}" for w in hw.weights],
@@ -295,7 +294,7 @@ def _toy_section(page: Lesson, weights: list[float], scaled: list[float], md_tok
     st.markdown(page.t("toy.formula", q=f"{hw.query:.2f}", w=f"{toys.WIDTH_CM:g}"))
     order = sorted(range(len(weights)), key=lambda j: -weights[j])[:3]
     st.markdown(page.t("toy.real_title", query=md_tok(query)))
-    st.dataframe(pd.DataFrame({page.t("toy.col_key"): [position_label(token_texts, j) for j in order],
+    st.dataframe(theme.arrow_table({page.t("toy.col_key"): [position_label(token_texts, j) for j in order],
                                page.t("toy.col_real_score"): [f"{scaled[j]:.2f}" for j in order],
                                page.t("toy.col_share"): [f"{weights[j]:.1%}" for j in order]}),
                  hide_index=True, width="stretch", key="toy_real_table")

@@ -6,7 +6,6 @@ which the unembedding reuses) and says what the first block reads (hook_embed)."
 
 import math
 
-import pandas as pd
 import streamlit as st
 import torch
 
@@ -112,7 +111,7 @@ def render() -> None:
                               ids=[n.id for n in neighbours], hover_id=page.t("nb.hover_id")),
                    key="neighbours_chart", height=140 + 30 * k, title_width=44)
         with st.expander(page.t("nb.table"), icon=":material/table:"):
-            st.dataframe(pd.DataFrame({page.t("nb.col_rank"): range(1, len(neighbours) + 1),
+            st.dataframe(theme.arrow_table({page.t("nb.col_rank"): range(1, len(neighbours) + 1),
                                        page.t("nb.col_token"): [label(n.text, 40) for n in neighbours],
                                        page.t("nb.col_id"): [n.id for n in neighbours],
                                        page.t("nb.x"): [round(n.cosine, 4) for n in neighbours]}),
@@ -348,7 +347,7 @@ def _context_section(page: Lesson, lm) -> list:
                   help=page.t("context.metric_last_help"))
         for side, top in (("a", result.top_a), ("b", result.top_b)):
             st.markdown(page.t(f"context.next_{side}"))
-            st.dataframe(pd.DataFrame({page.t("context.col_token"): [label(lm.token_text(i), 30) for i, _ in top],
+            st.dataframe(theme.arrow_table({page.t("context.col_token"): [label(lm.token_text(i), 30) for i, _ in top],
                                        page.t("context.col_p"): [f"{p:.1%}" for _, p in top]}),
                          hide_index=True, width="stretch", key=f"context_next_{side}")
     return CN.context_notices(word=md_label(word, 20), pieces_a=result.a.n_pieces, pieces_b=result.b.n_pieces,

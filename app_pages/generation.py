@@ -4,7 +4,6 @@ made visible and timed; speculative decoding with an early-exit draft."""
 import dataclasses
 import statistics
 
-import pandas as pd
 import streamlit as st
 
 from course import controls, state, theme
@@ -191,7 +190,7 @@ def render() -> None:
                  page.t("col.computed"): x.positions_computed, page.t("col.cached"): x.kv_positions,
                  page.t("col.ms"): round(x.seconds * 1000)}
                 for x, pm, text in zip(steps[:step], model_probs, new_texts)]
-        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="steps_table",
+        st.dataframe(theme.arrow_table(rows), hide_index=True, width="stretch", key="steps_table",
                      height=min(35 * (len(rows) + 1) + 3, 320))
         st.caption(page.t("table_caption"))
 

@@ -1,7 +1,6 @@
 """Lesson 9: the next token. The last position's vector -> one logit per vocabulary entry ->
 softmax; temperature, top-k and top-p; the four-candidate example; sampling many times."""
 
-import pandas as pd
 import streamlit as st
 import torch
 
@@ -111,12 +110,12 @@ def render() -> None:
     rows = [{page.t("four.col_t"): page.t("four.greedy") if r.temperature == 0 else f"{r.temperature:g}",
              **{name: f"{p:.1%}" for name, p in zip(toy_names, r.probs)},
              page.t("four.col_entropy"): num(r.entropy_bits)} for r in table]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="four_table")
+    st.dataframe(theme.arrow_table(rows), hide_index=True, width="stretch", key="four_table")
     st.markdown(page.t("four.real_caption", token=last))
     rows = [{page.t("four.col_t"): page.t("four.greedy") if r.temperature == 0 else f"{r.temperature:g}",
              page.t("four.col_top"): pct(r.top_prob), page.t("four.col_entropy"): num(r.entropy_bits),
              page.t("four.col_90"): f"{r.tokens_for_90:,}"} for r in sweep]
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="real_table")
+    st.dataframe(theme.arrow_table(rows), hide_index=True, width="stretch", key="real_table")
     toy_series = {name: [] for name in toy_names}
     real_series = dict(zip(top_labels[:CURVE_TOKENS], real_curves))     # axis labels: escaped and unique
     for temp in temps:
@@ -206,9 +205,9 @@ def _weather_section(page: Lesson, lm, names: list[str]) -> list:
         row.update({c: f"{r.probs[n]:.1%}" for c, r in zip(col_toy, toy)})
         row.update({c: f"{p:.1%}" for c, p in zip(col_model, word.probs)})
         rows.append(row)
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch", key="weather_table")
+    st.dataframe(theme.arrow_table(rows), hide_index=True, width="stretch", key="weather_table")
     st.markdown(page.t("weather.top_caption"))
-    st.dataframe(pd.DataFrame([{page.t("weather.col_token"): label(lm.token_text(i), 30),
+    st.dataframe(theme.arrow_table([{page.t("weather.col_token"): label(lm.token_text(i), 30),
                                 **{c: f"{p:.1%}" for c, p in zip(col_model, probs)}} for i, probs in table.top]),
                  hide_index=True, width="stretch", key="weather_top")
     one = temps.index(1.0)

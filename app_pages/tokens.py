@@ -4,7 +4,6 @@ base model such as Gemma 3 270M, the lack of one), and facts about the vocabular
 the tokenizer itself. Byte-level BPE (SmolLM2) and SentencePiece-style BPE (Gemma) each get
 the sentences that are true of them, chosen from the tokenizer's facts, not the model's name."""
 
-import pandas as pd
 import streamlit as st
 
 from course import i18n, state, theme
@@ -114,7 +113,7 @@ def render() -> None:
 
     with st.expander(page.t("table.title"), icon=":material/table:"):
         char_of = {id(tok): g.text for g in groups for tok in g.tokens}
-        st.dataframe(pd.DataFrame({
+        st.dataframe(theme.arrow_table({
             page.t("table.pos"): range(len(tokens)),
             page.t("table.piece"): [label(tok, 40) for tok in tokens],
             page.t("table.id"): [tok.id for tok in tokens],
@@ -268,17 +267,17 @@ def render() -> None:
     tab_words, tab_longest, tab_merges, tab_special = st.tabs(
         [page.t("vocab.tab_words"), page.t("vocab.tab_longest"), page.t("vocab.tab_merges"), page.t("vocab.tab_special")])
     col_id, col_piece, col_bytes = page.t("table.id"), page.t("table.piece"), page.t("vocab.col_bytes")
-    tab_words.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest_words],
+    tab_words.dataframe(theme.arrow_table({col_id: [i for i, _, _ in facts.longest_words],
                                       col_piece: [label(s, 40) for _, s, _ in facts.longest_words],
                                       col_bytes: [n for _, _, n in facts.longest_words]}), hide_index=True, width="stretch")
-    tab_longest.dataframe(pd.DataFrame({col_id: [i for i, _, _ in facts.longest],
+    tab_longest.dataframe(theme.arrow_table({col_id: [i for i, _, _ in facts.longest],
                                         col_piece: [label(s, 40) for _, s, _ in facts.longest],
                                         col_bytes: [n for _, _, n in facts.longest]}), hide_index=True, width="stretch")
-    tab_merges.dataframe(pd.DataFrame({page.t("vocab.col_rank"): range(len(facts.first_merges)),
+    tab_merges.dataframe(theme.arrow_table({page.t("vocab.col_rank"): range(len(facts.first_merges)),
                                        page.t("vocab.col_pair"): [f"{label(a)} + {label(b)}" for a, b in facts.first_merges],
                                        col_id: list(facts.first_merge_ids)}),
                          hide_index=True, width="stretch")
-    tab_special.dataframe(pd.DataFrame({col_id: [i for i, _ in facts.special], col_piece: [s for _, s in facts.special]}),
+    tab_special.dataframe(theme.arrow_table({col_id: [i for i, _ in facts.special], col_piece: [s for _, s in facts.special]}),
                           hide_index=True, width="stretch")
 
     # --- what to notice ---------------------------------------------------------------------------

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import re
 
-import pandas as pd
 import plotly.graph_objects as go
+import pyarrow as pa
 import streamlit as st
 from _plotly_utils.utils import convert_to_base64
 
@@ -85,9 +85,25 @@ def _cell(value) -> str:
     return md_escape(str(value))
 
 
-def _frame(table: D.Table) -> pd.DataFrame:
-    return pd.DataFrame([[_cell(v) for v in row] for row in table.rows],
-                        columns=[md_escape(c) for c in table.columns])
+def arrow_table(data) -> pa.Table:
+    """A table for st.table or st.dataframe, from a dict of columns or a list of rows (dicts with
+    the same keys in the same order), as an Arrow table. Streamlit sends an Arrow table as it is;
+    a pandas DataFrame it first probes and converts, which was a fifth of a lesson's run for each
+    student following a class (bench/RESULTS_follow.md)."""
+    if isinstance(data, dict):
+        return _arrow(list(data), [list(column) for column in data.values()])
+    names = list(data[0]) if data else []
+    return _arrow(names, [[row[name] for row in data] for name in names])
+
+
+def _arrow(names: list[str], columns: list[list]) -> pa.Table:
+    return pa.Table.from_arrays([pa.array(column) for column in columns], names=names)
+
+
+def _frame(table: D.Table) -> pa.Table:
+    cells = [[_cell(v) for v in row] for row in table.rows]
+    return _arrow([md_escape(c) for c in table.columns],
+                  [list(column) for column in zip(*cells)] if cells else [[] for _ in table.columns])
 
 
 def data_table(about: ChartText, key: str) -> None:

@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from course import i18n
+from course import i18n, theme
 from course.figures import describe as D
+from course.text import md_escape
 from tests._apptest import MODELS, errors
 
 
@@ -32,6 +33,13 @@ def test_every_chart_has_a_description_and_a_table(open_page, model, lang):
         assert title and chart.proto.alt.startswith(title)
         assert len(chart.proto.alt) > len(title) + 10         # a description follows the title
         assert expander.table and expander.markdown           # the numbers and the description
+        # the table holds the chart's own rows, cell for cell (sent to the browser as Arrow)
+        words = {w: i18n.text_in(lang, f"chart.col.{w}") for w in theme._COLUMN_WORDS}
+        table = D.tables(spec, words, lang)[0]
+        shown = expander.table[0].value
+        assert list(shown.columns) == [md_escape(c) for c in table.columns]
+        assert len(shown) == len(table.rows)
+        assert shown.iloc[0].tolist() == [theme._cell(v) for v in table.rows[0]]
         assert expander.get("download_button")
     # the candidates chart's description names this run's top candidate and its probability
     cand = next(c for c in charts if c.proto.id.endswith("-candidates_chart"))
