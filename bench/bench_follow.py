@@ -1,9 +1,13 @@
 """Students following a teacher, over the websocket: how soon each has the teacher's new view.
 
     .venv/bin/python -m bench.bench_follow [--students 25] [--output bench/RESULTS_follow.md]
+    .venv/bin/python -m bench.bench_follow --apps 2      # deploy/: 2 app processes behind nginx
 
 Starts the app on a loopback port (tools/browser.py ``streamlit_server``; ``--warmup`` turns
-its start-up warm-up on). Every tab is a tools/protocol.py ``LiveClient``: it reads what the
+its start-up warm-up on). With ``--apps K`` (K > 1) the server is deploy/'s, as
+bench/bench_class.py starts it: K app processes behind nginx, one Redis for the class, each
+process warmed up at its start; the teacher's tab goes to the first, the students' to each in
+turn (nginx's route cookie), and the CPU seconds are the processes' together. Every tab is a tools/protocol.py ``LiveClient``: it reads what the
 server sends as it comes and runs the fragment timers the browser would run, at their
 interval (the students' follow poll, the teacher's follower count), so the poll is what a
 browser sends. A teacher's tab opens home, presses "Start a class" (the class panel's button)
@@ -32,11 +36,13 @@ import statistics
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import results_file
-from bench.bench_class import cpu_seconds, p90, start_profile, stop_profile, wait_for_warmup
+from bench import bench_class
+from bench.bench_class import p90, start_profile, stop_profile, wait_for_warmup
 from course import model as models
 from server import warmup
 from tools import browser as harness
@@ -125,8 +131,25 @@ def load() -> str:
     return "{:.1f} / {:.1f} / {:.1f}".format(*os.getloadavg())
 
 
-def start_class(base: str, model: str, salt: str, timeout: float) -> tuple[LiveClient, str]:
-    teacher = LiveClient(base, timeout=timeout)
+@contextmanager
+def serving(args):
+    """The server the class uses: one app process (its warm-up as ``--warmup`` says), or
+    deploy/'s ``--apps`` processes behind nginx (bench_class.server, warmed up)."""
+    if args.apps > 1:
+        with bench_class.server(args.apps, Path(tempfile.mkdtemp(prefix="bench-follow-"))) as srv:
+            yield srv
+        return
+    env = {warmup.ENV: "1" if args.warmup else "0"}
+    log = Path(tempfile.mkdtemp(prefix="bench-follow-")) / "server.log"
+    procs: list = []
+    with harness.streamlit_server(env=env, procs=procs, log_path=log, timeout=300) as base:
+        if args.warmup:
+            print("warm-up:", wait_for_warmup(log, timeout=1800), flush=True)
+        yield bench_class.Server(base, [procs[0].pid], [None])
+
+
+def start_class(base: str, model: str, salt: str, timeout: float, cookie: str | None = None) -> tuple[LiveClient, str]:
+    teacher = LiveClient(base, timeout=timeout, cookie=cookie)
     asked = teacher.open("home", {"lang": "en", "model": model})
     if teacher.wait_for(lambda r, c: True, since=asked, timeout=timeout) is None:
         raise RuntimeError("the teacher's home did not finish")
@@ -150,36 +173,38 @@ def main(argv=None) -> None:
     parser.add_argument("--idle", type=float, default=10.0, help="seconds of a class that only follows (the polls' cost)")
     parser.add_argument("--output", help=f"write the table here (default {RESULTS.name} with 25 students and both models)")
     parser.add_argument("--profile", metavar="FILE", help="sample the server with py-spy while the class follows")
+    parser.add_argument("--apps", type=int, default=1,
+                        help="app processes: more than one runs deploy/'s nginx and Redis in front of them "
+                             "(each warmed up at its start)")
     args = parser.parse_args(argv)
+    if args.profile and args.apps > 1:
+        parser.error("--profile samples one server process: use it without --apps")
 
     salt = f"{os.getpid() % 1000}"
-    env = {warmup.ENV: "1" if args.warmup else "0"}
-    log = Path(tempfile.mkdtemp(prefix="bench-follow-")) / "server.log"
-    procs: list = []
     rows: list[Row] = []
     started = time.monotonic()
     print(f"load before the server starts: {load()}", flush=True)
-    with harness.streamlit_server(env=env, procs=procs, log_path=log, timeout=300) as base:
-        pid = procs[0].pid
-        if args.warmup:
-            print("warm-up:", wait_for_warmup(log, timeout=1800), flush=True)
+    with serving(args) as srv:
+        base, pid = srv.base, srv.pids[0]
         first_model = args.models[0]
-        teacher, code = start_class(base, first_model, salt, timeout=600)
+        teacher, code = start_class(base, first_model, salt, timeout=600, cookie=srv.cookies[0])
         # Both models loaded before the class comes in, as on a teacher's warm server.
         for model in CHANGES:
             if model != first_model:
-                with LiveClient(base, timeout=600) as other:
-                    asked = other.open("home", {"lang": "en", "model": model})
-                    other.wait_for(lambda r, c: True, since=asked, timeout=600)
+                for cookie in srv.cookies:
+                    with LiveClient(base, timeout=600, cookie=cookie) as other:
+                        asked = other.open("home", {"lang": "en", "model": model})
+                        other.wait_for(lambda r, c: True, since=asked, timeout=600)
         print(f"class {code} on {base}, server ready in {time.monotonic() - started:.0f} s; load {load()}", flush=True)
         spy = start_profile(pid, args.profile) if args.profile else None
 
         # Joining: every student opens the join link at once, the teacher on a lesson.
         asked = teacher.open(JOIN_PAGE, {})
         teacher.wait_for(lambda r, c: c.page(r.page_hash) == JOIN_PAGE, since=asked, timeout=600)
-        students = [LiveClient(base, timeout=600) for _ in range(args.students)]
+        students = [LiveClient(base, timeout=600, cookie=srv.cookies[i % len(srv.cookies)])
+                    for i in range(args.students)]
         expected = (teacher.page(), view(teacher.query))
-        cpu0, own0 = cpu_seconds(pid), time.process_time()
+        cpu0, own0 = srv.cpu_seconds(), time.process_time()
         asked = [s.open("home", {"class": code, "lang": LANGS[i % len(LANGS)]}) for i, s in enumerate(students)]
         first, missing = [], []
         for i, (student, at) in enumerate(zip(students, asked)):
@@ -188,15 +213,15 @@ def main(argv=None) -> None:
                 missing.append(f"student {i}: {student.error or (student.runs[-1].query if student.runs else 'no run')}")
             else:
                 first.append(run.finished - at)
-        join = Row(f"{args.students} students join at once", 0.0, first, missing, os.getloadavg(), cpu_seconds(pid) - cpu0)
+        join = Row(f"{args.students} students join at once", 0.0, first, missing, os.getloadavg(), srv.cpu_seconds() - cpu0)
         print(f"join: first view {summary(first)} s; load {load()}; server {join.server_cpu:.1f} CPU-s, "
               f"these browsers {time.process_time() - own0:.1f} CPU-s; missing {missing[:3]}", flush=True)
         # A class that only follows: what the polls cost the server while nothing changes.
         time.sleep(args.pause)
-        polls0, cpu0, wall0 = sum(s.fragment_reruns for s in students), cpu_seconds(pid), time.monotonic()
+        polls0, cpu0, wall0 = sum(s.fragment_reruns for s in students), srv.cpu_seconds(), time.monotonic()
         time.sleep(args.idle)
         polls = sum(s.fragment_reruns for s in students) - polls0
-        idle = (cpu_seconds(pid) - cpu0, time.monotonic() - wall0, polls)
+        idle = (srv.cpu_seconds() - cpu0, time.monotonic() - wall0, polls)
         print(f"idle class: {polls} polls in {idle[1]:.1f} s, server {idle[0]:.2f} CPU-s "
               f"({1000 * idle[0] / max(polls, 1):.1f} ms a poll, {idle[0] / idle[1]:.2f} cores); load {load()}", flush=True)
 
@@ -204,7 +229,7 @@ def main(argv=None) -> None:
             for n, change in enumerate(CHANGES[model]):
                 if change[0] == "model" and model == first_model:
                     continue                      # the class started on it
-                cpu0, own0 = cpu_seconds(pid), time.process_time()
+                cpu0, own0 = srv.cpu_seconds(), time.process_time()
                 run, teacher_s = teacher_does(teacher, change, model, f"{salt}{n}", timeout=600)
                 expected = (teacher.page(run.page_hash), view(run.query))
                 seconds, missing = [], []
@@ -216,9 +241,9 @@ def main(argv=None) -> None:
                         missing.append(f"student {i}: {student.error or (last and (student.page(last.page_hash), view(last.query), last.status, last.fragment, last.exceptions[:1]))}")
                     else:
                         seconds.append(max(0.0, got.finished - run.finished))
-                row = Row(label(change, model), teacher_s, seconds, missing, os.getloadavg(), cpu_seconds(pid) - cpu0)
+                row = Row(label(change, model), teacher_s, seconds, missing, os.getloadavg(), srv.cpu_seconds() - cpu0)
                 rows.append(row)
-                print(f"{row.what}: teacher's run {teacher_s:.2f} s; students {summary(seconds)} s; "
+                print(f"{row.what}: teacher's run {teacher_s:.2f} s; students {summary(seconds)} s (first {min(seconds, default=0):.2f}); "
                       f"load {load()}; server {row.server_cpu:.1f} CPU-s, these browsers "
                       f"{time.process_time() - own0:.1f} CPU-s" + (f"; MISSING {len(missing)}: {missing[:2]} "
                                                                     f"expected {expected}" if missing else ""),
@@ -241,10 +266,11 @@ def main(argv=None) -> None:
                  f"– | {sum(r.server_cpu for r in rows):.1f} |")
     print("\n".join(table))
     notes = [f"Idle class: {idle[2]} follow polls in {idle[1]:.1f} s cost the server {idle[0]:.2f} CPU-s "
-             f"({1000 * idle[0] / max(idle[2], 1):.1f} ms a poll). {polls} polls in the whole run; {os.cpu_count()} cores."]
+             f"({1000 * idle[0] / max(idle[2], 1):.1f} ms a poll). {polls} polls in the whole run; {os.cpu_count()} cores; "
+             f"{args.apps} app process{'es' if args.apps > 1 else ''}."]
     print(notes[0], flush=True)
     table += ["", *notes]
-    output = args.output or (RESULTS if args.students == 25 and len(args.models) == 2 else None)
+    output = args.output or (RESULTS if args.students == 25 and len(args.models) == 2 and args.apps == 1 else None)
     if output:
         Path(output).write_text(with_table(Path(output), table))
         print(f"written to {output}")

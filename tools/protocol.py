@@ -178,14 +178,15 @@ class LiveClient:
     for a page as a link opens it; ``wait_for`` waits for a finished full run that satisfies a
     test. Times are time.time() (one clock for every client of a benchmark)."""
 
-    def __init__(self, base: str, timeout: float = 300.0):
+    def __init__(self, base: str, timeout: float = 300.0, cookie: str | None = None):
+        """``cookie``: as Client's (deploy/'s nginx sends a tab with a route cookie to that process)."""
         import websocket  # websocket-client, pinned in requirements.txt
         # Imported here, before this tab's threads start: two threads importing streamlit at once deadlock.
         from streamlit.proto import BackMsg_pb2, ForwardMsg_pb2, WidgetStates_pb2  # noqa: F401
 
         url = base.replace("http://", "ws://", 1) + "/_stcore/stream"
         self.ws = websocket.create_connection(url, subprotocols=["streamlit"], timeout=timeout,
-                                              suppress_origin=True)
+                                              suppress_origin=True, cookie=cookie)
         self.timeout = timeout
         self.pages: dict[str, str] = {}          # page script hash -> url path ("" for the default page)
         self.page_hash = ""
