@@ -84,29 +84,38 @@ def _kept_tab(browser):
 
 
 @pytest.fixture
-def warm_tab(_kept_tab):
-    """A tab for one test: at harness.VIEWPORT (resize it with set_viewport_size), English
-    (en-US), no cookies, nothing in localStorage or sessionStorage: what a new browser context
-    gives, except for Chromium's caches. The worker keeps one tab from test to test: a page of
-    the app opened where the last test opened one (the same site, the same renderer) runs
-    Streamlit's scripts already compiled, about 3 s less of Chromium's CPU a test on a 2-core
-    machine than a new context (the stage's time is Chromium's CPU). After the test its
-    cookies and stored data are cleared; a tab that cannot be cleared is closed and replaced."""
+def warm_tab(_kept_tab, base_url):
+    """A tab for one test on the shared server (``base_url``): at harness.VIEWPORT (resize it
+    with set_viewport_size), English (en-US), no cookies, nothing in localStorage or
+    sessionStorage: what a new browser context gives, except for Chromium's caches. The worker
+    keeps one tab from test to test: a page of the app opened where the last test opened one
+    (the same site, the same renderer) runs Streamlit's scripts already compiled, about 3 s less
+    of Chromium's CPU a page load on a 2-core machine than in a new context (the stage's time is
+    Chromium's CPU). After the test its cookies and the app's stored data are cleared; a tab
+    that ended elsewhere, or that cannot be cleared, is closed (its sessionStorage with it) and
+    the next test gets a new one."""
+    context = _kept_tab["context"]
     page = _kept_tab["page"]
     if page is None or page.is_closed():
-        page = _kept_tab["page"] = _kept_tab["context"].new_page()
+        page = _kept_tab["page"] = context.new_page()
     page.set_viewport_size(harness.VIEWPORT)
     page.set_default_timeout(120_000)
     yield page
-    _kept_tab["context"].clear_cookies()
-    try:
-        page.evaluate(_FORGET)
-    except Exception:                   # not on a page of the app (a failed test): a new tab
-        _kept_tab["page"] = None
-        url = urlsplit(page.url)
-        page.close()
-        if url.scheme in ("http", "https"):          # what the app stored at that address goes too
-            blank = _kept_tab["context"].new_page()
-            blank.goto(f"{url.scheme}://{url.netloc}/_stcore/health")
-            blank.evaluate("() => localStorage.clear()")
-            blank.close()
+    context.clear_cookies()
+    if not page.is_closed() and _origin(page.url) == _origin(base_url):
+        try:
+            page.evaluate(_FORGET)
+            return
+        except Exception:
+            pass
+    _kept_tab["page"] = None
+    page.close()
+    blank = context.new_page()                 # the app's localStorage, cleared from a page of the app
+    blank.goto(f"{_origin(base_url)}/_stcore/health")
+    blank.evaluate(_FORGET)
+    blank.close()
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
