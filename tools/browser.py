@@ -133,9 +133,9 @@ def streamlit_server(env: dict | None = None, timeout: float = 120, procs: list 
         stop_server(proc.pid)
 
 
-def launch(playwright):
+def launch(playwright, extra_args: list[str] | None = None):
     return playwright.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-                                      args=CHROMIUM_ARGS)
+                                      args=[*CHROMIUM_ARGS, *(extra_args or [])])
 
 
 def page_url(base: str, page: str, **params) -> str:

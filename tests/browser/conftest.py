@@ -3,11 +3,34 @@ workers, and one headless Chromium per worker (a test that needs a fresh server,
 own, starts it itself: tools/browser.py)."""
 
 import json
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
 from tests._shared import locked, run_folder
 from tools import browser as harness
+
+
+# The stage's longest tests (about a minute each on a 2-core machine: they start servers of their
+# own and drive six tabs), handed out first: pytest-xdist's --dist load gives out tests in
+# collection order, and one of these drawn last would run alone while the other worker idles.
+FIRST = ("test_five_students_follow_one_teacher",
+         "test_the_teacher_reloads_or_comes_back_after_the_session_is_gone_and_keeps_the_class",
+         "test_a_lesson_walked_with_the_keyboard_alone",
+         "test_deep_link_as_first_request_of_a_fresh_server")
+
+
+def pytest_collection_modifyitems(config, items):
+    """FIRST's tests before the other browser tests (the order is the same in every worker, as
+    pytest-xdist requires); the others, and the tests of other folders, keep their order."""
+    here = Path(__file__).resolve().parent
+    places = [n for n, item in enumerate(items) if here in Path(str(item.path)).parents]
+    rank = {name: n for n, name in enumerate(FIRST)}
+    ordered = sorted((items[n] for n in places),
+                     key=lambda item: rank.get(getattr(item, "originalname", item.name), len(FIRST)))
+    for n, item in zip(places, ordered):
+        items[n] = item
 
 
 @pytest.fixture(scope="session")
@@ -36,10 +59,69 @@ def base_url(tmp_path_factory):
         harness.stop_server(state["pid"])
 
 
+# V8 without its optimizing compiler: the tests' pages run their scripts for seconds, not long
+# enough to repay its compiles (measured: 8% less of Chromium's CPU over three pages' loads, axe
+# runs and model switches, load 3; what the pages draw and do is the same).
+TEST_CHROMIUM_ARGS = ["--js-flags=--no-opt"]
+
+
 @pytest.fixture(scope="session")
 def browser():
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        chromium = harness.launch(p)
+        chromium = harness.launch(p, TEST_CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+# Clears what a page of the app keeps in the browser between visits: Streamlit keeps the theme,
+# the sidebar's width and its navigation state in localStorage.
+_FORGET = "() => { localStorage.clear(); sessionStorage.clear(); }"
+
+
+@pytest.fixture(scope="session")
+def _kept_tab(browser):
+    """The worker's one tab that the ``tab`` fixtures hand from test to test, in a context of its
+    own (English, en-US)."""
+    context = browser.new_context(viewport=harness.VIEWPORT, locale="en-US")
+    kept = {"context": context, "page": None}
+    yield kept
+    context.close()
+
+
+@pytest.fixture
+def warm_tab(_kept_tab, base_url):
+    """A tab for one test on the shared server (``base_url``): at harness.VIEWPORT (resize it
+    with set_viewport_size), English (en-US), no cookies, nothing in localStorage or
+    sessionStorage: what a new browser context gives, except for Chromium's caches. The worker
+    keeps one tab from test to test: a page of the app opened where the last test opened one
+    (the same site, the same renderer) runs Streamlit's scripts already compiled, about 3 s less
+    of Chromium's CPU a page load on a 2-core machine than in a new context (the stage's time is
+    Chromium's CPU). After the test its cookies and the app's stored data are cleared; a tab
+    that ended elsewhere, or that cannot be cleared, is closed (its sessionStorage with it) and
+    the next test gets a new one."""
+    context = _kept_tab["context"]
+    page = _kept_tab["page"]
+    if page is None or page.is_closed():
+        page = _kept_tab["page"] = context.new_page()
+    page.set_viewport_size(harness.VIEWPORT)
+    page.set_default_timeout(120_000)
+    yield page
+    context.clear_cookies()
+    if not page.is_closed() and _origin(page.url) == _origin(base_url):
+        try:
+            page.evaluate(_FORGET)
+            return
+        except Exception:
+            pass
+    _kept_tab["page"] = None
+    page.close()
+    blank = context.new_page()                 # the app's localStorage, cleared from a page of the app
+    blank.goto(f"{_origin(base_url)}/_stcore/health")
+    blank.evaluate(_FORGET)
+    blank.close()
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"

@@ -40,52 +40,48 @@ def tab_to(page, wanted, limit: int = 400) -> dict:
     raise AssertionError(f"not reached with {limit} Tab presses; last focus {page.evaluate(ACTIVE)}")
 
 
-def test_a_lesson_walked_with_the_keyboard_alone(browser, base_url):
+def test_a_lesson_walked_with_the_keyboard_alone(warm_tab, base_url):
     """Tab, Enter, arrow keys and typing only: the skip link is the first stop and lands in the
     lesson; a slider moves with the arrows (and the URL follows); a Try-this button loads its
     prompt; the prompt box takes a typed prompt; Next goes on to the next lesson. (Streamlit's
     slider is a native range input: its role is implicit, its value the input's.)"""
-    context = browser.new_context(viewport={"width": 1280, "height": 720}, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    try:
-        for lang in ("zh-Hant", "en"):
-            page.goto(harness.page_url(base_url, "attention", lang=lang, prompt="The cat sat on the mat."))
-            harness.wait_until_drawn(page)
-            page.keyboard.press("Tab")
-            first = page.evaluate(ACTIVE)
-            assert first["id"] == "dl-skip" and first["text"] == i18n.catalog(lang)["shell.skip"], first
-        page.keyboard.press("Enter")
-        landed = page.evaluate(ACTIVE)
-        assert landed["main"] and landed["tag"] == "H1", landed
-        # a slider, moved with the arrow keys
-        slider = tab_to(page, lambda a: a["main"] and a["role"] == "slider")
-        before = query(page)
-        rerun(page, lambda: page.keyboard.press("ArrowRight"))
-        page.wait_for_timeout(300)
-        moved = page.evaluate(ACTIVE)
-        changed = {k: v for k, v in query(page).items() if before.get(k) != v}
-        assert list(changed.values()) == [str(int(slider["value"]) + 1)], (slider, before, query(page))
-        # a Try-this button, pressed with Enter
-        button = tab_to(page, lambda a: a["main"] and a["tag"] == "BUTTON" and "st-key-try_0" in a["key"])
-        rerun(page, lambda: page.keyboard.press("Enter"))
-        assert query(page)["prompt"].startswith(button["text"].replace("play_arrow", "").strip().rstrip("…")[:20]), \
-            (button, query(page))
-        assert_no_exception(page)
-        # Next lesson, from the footer
-        tab_to(page, lambda a: a["main"] and a["tag"] == "A" and a["href"].endswith("heads"))
-        rerun(page, lambda: page.keyboard.press("Enter"))
-        assert page.locator(harness.TITLE).first.inner_text().strip() == i18n.catalog("en")["nav.heads"]
-        # the prompt box, from the top of the page: typed, applied with Ctrl+Enter
-        page.keyboard.press("Shift+Tab")            # into the page again from wherever Enter left the focus
-        tab_to(page, lambda a: a["tag"] == "TEXTAREA" and a["sidebar"])
-        page.keyboard.press("Control+a")
-        page.keyboard.type("A keyboard is enough.")
-        rerun(page, lambda: page.keyboard.press("Control+Enter"))
-        assert query(page)["prompt"] == "A keyboard is enough.", query(page)
-        assert moved["role"] == "slider", moved     # the focus stayed on the slider through the rerun
-    finally:
-        context.close()
+    page = warm_tab
+    page.set_viewport_size({"width": 1280, "height": 720})
+    for lang in ("zh-Hant", "en"):
+        page.goto(harness.page_url(base_url, "attention", lang=lang, prompt="The cat sat on the mat."))
+        harness.wait_until_drawn(page)
+        page.keyboard.press("Tab")
+        first = page.evaluate(ACTIVE)
+        assert first["id"] == "dl-skip" and first["text"] == i18n.catalog(lang)["shell.skip"], first
+    page.keyboard.press("Enter")
+    landed = page.evaluate(ACTIVE)
+    assert landed["main"] and landed["tag"] == "H1", landed
+    # a slider, moved with the arrow keys
+    slider = tab_to(page, lambda a: a["main"] and a["role"] == "slider")
+    before = query(page)
+    rerun(page, lambda: page.keyboard.press("ArrowRight"))
+    page.wait_for_timeout(300)
+    moved = page.evaluate(ACTIVE)
+    changed = {k: v for k, v in query(page).items() if before.get(k) != v}
+    assert list(changed.values()) == [str(int(slider["value"]) + 1)], (slider, before, query(page))
+    # a Try-this button, pressed with Enter
+    button = tab_to(page, lambda a: a["main"] and a["tag"] == "BUTTON" and "st-key-try_0" in a["key"])
+    rerun(page, lambda: page.keyboard.press("Enter"))
+    assert query(page)["prompt"].startswith(button["text"].replace("play_arrow", "").strip().rstrip("…")[:20]), \
+        (button, query(page))
+    assert_no_exception(page)
+    # Next lesson, from the footer
+    tab_to(page, lambda a: a["main"] and a["tag"] == "A" and a["href"].endswith("heads"))
+    rerun(page, lambda: page.keyboard.press("Enter"))
+    assert page.locator(harness.TITLE).first.inner_text().strip() == i18n.catalog("en")["nav.heads"]
+    # the prompt box, from the top of the page: typed, applied with Ctrl+Enter
+    page.keyboard.press("Shift+Tab")            # into the page again from wherever Enter left the focus
+    tab_to(page, lambda a: a["tag"] == "TEXTAREA" and a["sidebar"])
+    page.keyboard.press("Control+a")
+    page.keyboard.type("A keyboard is enough.")
+    rerun(page, lambda: page.keyboard.press("Control+Enter"))
+    assert query(page)["prompt"] == "A keyboard is enough.", query(page)
+    assert moved["role"] == "slider", moved     # the focus stayed on the slider through the rerun
 
 
 # --- a phone -----------------------------------------------------------------------------
@@ -177,42 +173,34 @@ def wait_light(page) -> None:
 
 @pytest.mark.parametrize("page_id,lang", [("home", "en"), ("tokens", "zh-Hant"), ("attention", "en"),
                                           ("generation", "zh-Hans")])
-def test_dark_theme_reads(browser, base_url, shots, page_id, lang):
+def test_dark_theme_reads(warm_tab, base_url, shots, page_id, lang):
     """?theme=dark: Streamlit's dark theme, the charts drawn on the dark background, the link keeps
     theme=dark, and axe-core finds no critical or serious violation (contrast included)."""
     axe.require()
-    context = browser.new_context(viewport={"width": 1280, "height": 720}, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    try:
-        page.goto(harness.page_url(base_url, page_id, lang=lang, theme="dark"))
-        wait_dark(page)
-        page.wait_for_timeout(500)
-        assert_no_exception(page)
-        assert query(page).get("theme") == "dark"
-        backgrounds = page.evaluate(CHART_BACKGROUNDS)
-        assert backgrounds and all(b.replace(" ", "") in ("rgb(14,17,23)", "#0e1117") for b in backgrounds), backgrounds
-        found = axe.serious(page, f"{page_id} {lang} dark")
-        if shots is not None:
-            harness.screenshot(page, shots / f"dark-{page_id}-{lang}.png")
-    finally:
-        context.close()
+    page = warm_tab
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(harness.page_url(base_url, page_id, lang=lang, theme="dark"))
+    wait_dark(page)
+    page.wait_for_timeout(500)
+    assert_no_exception(page)
+    assert query(page).get("theme") == "dark"
+    backgrounds = page.evaluate(CHART_BACKGROUNDS)
+    assert backgrounds and all(b.replace(" ", "") in ("rgb(14,17,23)", "#0e1117") for b in backgrounds), backgrounds
+    found = axe.serious(page, f"{page_id} {lang} dark")
+    if shots is not None:
+        harness.screenshot(page, shots / f"dark-{page_id}-{lang}.png")
     assert not found, "\n".join(found)
 
 
-def test_dark_theme_switch(browser, base_url):
+def test_dark_theme_switch(warm_tab, base_url):
     """The sidebar switch turns the dark theme on (the link gets theme=dark) and off again."""
-    context = browser.new_context(viewport={"width": 1280, "height": 720}, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    try:
-        page.goto(harness.page_url(base_url, "tokens", lang="en"))
-        wait_light(page)
-        page.locator(".st-key-theme_toggle label").click()
-        wait_dark(page)
-        page.wait_for_function("() => new URLSearchParams(location.search).get('theme') === 'dark'")
-        page.locator(".st-key-theme_toggle label").click()
-        wait_light(page)
-        page.wait_for_function("() => !new URLSearchParams(location.search).has('theme')")
-    finally:
-        context.close()
+    page = warm_tab
+    page.set_viewport_size({"width": 1280, "height": 720})
+    page.goto(harness.page_url(base_url, "tokens", lang="en"))
+    wait_light(page)
+    page.locator(".st-key-theme_toggle label").click()
+    wait_dark(page)
+    page.wait_for_function("() => new URLSearchParams(location.search).get('theme') === 'dark'")
+    page.locator(".st-key-theme_toggle label").click()
+    wait_light(page)
+    page.wait_for_function("() => !new URLSearchParams(location.search).has('theme')")

@@ -50,12 +50,9 @@ def screenshot(page, shots: Path | None, name: str) -> None:
 
 
 @pytest.fixture
-def tab(browser):
-    context = browser.new_context(viewport=harness.VIEWPORT, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    yield page
-    context.close()
+def tab(warm_tab):
+    """A tab at harness.VIEWPORT, English, with nothing stored (tests/browser/conftest.py)."""
+    return warm_tab
 
 
 def charts_on_open(page_id: str) -> bool:
@@ -244,7 +241,7 @@ def choose_model(page, key: str) -> None:
 
 @pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
 @pytest.mark.parametrize("page_id", nav.PAGES)
-def test_page_draws_whole_on_a_projector(browser, base_url, shots, page_id, lang):
+def test_page_draws_whole_on_a_projector(warm_tab, base_url, shots, page_id, lang):
     """Every page in every language, opened at a projector's size with the sidebar open: the title
     in the learner's language, no exception, every chart drawn; nothing cut off (metric values
     and labels, button and tab labels, widget labels and chart titles whole, diagram text at least
@@ -256,38 +253,34 @@ def test_page_draws_whole_on_a_projector(browser, base_url, shots, page_id, lang
     other model (both models, one load)."""
     axe.require()
     width, height = PROJECTORS[0]
-    context = browser.new_context(viewport={"width": width, "height": height}, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(120_000)
+    page = warm_tab
+    page.set_viewport_size({"width": width, "height": height})
     accessibility = []
-    try:
-        page.goto(harness.page_url(base_url, page_id, lang=lang))
-        harness.wait_until_drawn(page)
-        assert_no_exception(page)
-        assert page.locator(harness.TITLE).first.inner_text().strip() == i18n.catalog(lang)[f"nav.{page_id}"]
-        if page.locator(harness.PLACEHOLDER).count() == 0 and charts_on_open(page_id):
-            charts = page.locator("[data-testid='stMain'] [data-testid='stPlotlyChart']")
-            assert charts.count() >= 1, f"{page_id} draws no chart"
-            for i in range(charts.count()):
-                assert charts.nth(i).locator(".main-svg").first.is_visible()
-        first = query(page)["model"]
-        accessibility += axe.serious(page, first)
-        problems = {}
-        for n, (width, height) in enumerate(PROJECTORS):
-            if n:
-                page.set_viewport_size({"width": width, "height": height})
-                page.wait_for_timeout(600)                 # plotly redraws at the container's new width
-                page.wait_for_function(harness.CHARTS_DRAWN)
-            page.wait_for_timeout(300)
-            problems[f"{width}x{height}"] = page.evaluate(CUT_OFF)
-        screenshot(page, shots, f"{page_id}-{lang}.png")
-        other = next(key for key in models.MODELS if key != first)
-        choose_model(page, other)
-        assert_no_exception(page)
-        assert query(page)["model"] == other
-        accessibility += axe.serious(page, other)
-    finally:
-        context.close()
+    page.goto(harness.page_url(base_url, page_id, lang=lang))
+    harness.wait_until_drawn(page)
+    assert_no_exception(page)
+    assert page.locator(harness.TITLE).first.inner_text().strip() == i18n.catalog(lang)[f"nav.{page_id}"]
+    if page.locator(harness.PLACEHOLDER).count() == 0 and charts_on_open(page_id):
+        charts = page.locator("[data-testid='stMain'] [data-testid='stPlotlyChart']")
+        assert charts.count() >= 1, f"{page_id} draws no chart"
+        for i in range(charts.count()):
+            assert charts.nth(i).locator(".main-svg").first.is_visible()
+    first = query(page)["model"]
+    accessibility += axe.serious(page, first)
+    problems = {}
+    for n, (width, height) in enumerate(PROJECTORS):
+        if n:
+            page.set_viewport_size({"width": width, "height": height})
+            page.wait_for_timeout(600)                 # plotly redraws at the container's new width
+            page.wait_for_function(harness.CHARTS_DRAWN)
+        page.wait_for_timeout(300)
+        problems[f"{width}x{height}"] = page.evaluate(CUT_OFF)
+    screenshot(page, shots, f"{page_id}-{lang}.png")
+    other = next(key for key in models.MODELS if key != first)
+    choose_model(page, other)
+    assert_no_exception(page)
+    assert query(page)["model"] == other
+    accessibility += axe.serious(page, other)
     assert not any(problems.values()), f"{page_id} ({lang}): " + "; ".join(
         f"{size}: {p}" for size, found in problems.items() for p in found)
     assert not accessibility, f"{page_id} ({lang}), axe: " + "\n".join(accessibility)

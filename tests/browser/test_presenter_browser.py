@@ -95,12 +95,10 @@ DIAGRAMS_CHECKED = {"residual", "heads", "ffn", "position"}
 
 
 @pytest.fixture
-def tab(browser):
-    context = browser.new_context(viewport=SIZE, locale="en-US")
-    page = context.new_page()
-    page.set_default_timeout(120_000)
-    yield page
-    context.close()
+def tab(warm_tab):
+    """A tab at SIZE, English, with nothing stored (tests/browser/conftest.py)."""
+    warm_tab.set_viewport_size(SIZE)
+    return warm_tab
 
 
 @pytest.mark.parametrize("name, lang", [("home", "en"), ("attention", "en"), ("sampling", "en"),
