@@ -13,9 +13,10 @@ tests/test_markers.py checks the stages partition the collection.
 
 Workers (pytest-xdist): ./lab runs the unit, parity and page stages in one worker process per
 core (lab: stage_args). Each worker has its own session fixtures and app caches and an equal
-share of the cores for torch. parity goes file by file (``--dist loadfile``), so transformers'
-own load of Gemma (tests/test_gemma_integration.py) happens once; the trainings of the lab are
-shared between workers on disk (``trained``).
+share of the cores for torch. unit and parity go test by test but keep an xdist_group on one
+worker (``--dist loadgroup``; XDIST_GROUPS below, and the marks of the trainings' tests), so
+transformers' own load of Gemma happens once; the trainings of the lab are shared between
+workers and stages on disk (``trained``).
 """
 
 from __future__ import annotations
@@ -112,14 +113,19 @@ def models(lm, gemma):
 def trained(tmp_path_factory):
     """trained(n_layers=2, ...) -> the TrainResult of one full default-length training of the
     training lab with those settings, run once per test run (each is ~25 s on an idle core,
-    minutes on a busy one) and shared by the tests of lesson_model.training and of the page.
-    Under pytest-xdist the workers share it through a file in the run's temporary folder: the
-    first to ask trains while a second waits on the file's lock, then reads it. max_seconds is
-    lifted so a loaded machine cannot cut a run short."""
+    minutes on a busy one) and shared by the tests of lesson_model.training, of the page and of
+    the Predict question (tests/test_predict_model.py, in the parity stage). It is kept with the
+    analyses on disk (course/cache/stored.py, keyed by the settings and by lesson_model's code):
+    the workers of one pytest, and the stages of one ./lab test-stages run (one folder for all),
+    share it: the first to ask trains while the others wait on the file's lock, then read it.
+    Without that folder (a test run that cleared $DECODER_LAB_ANALYSIS_CACHE), the run's
+    temporary folder does the same for one pytest. max_seconds is lifted so a loaded machine
+    cannot cut a run short."""
     import hashlib
 
     import torch
 
+    from course.cache import stored
     from lesson_model import training
     from tests._shared import locked, run_folder
 
@@ -129,6 +135,10 @@ def trained(tmp_path_factory):
     def run(**changes):
         settings = training.TrainSettings(**changes)
         if settings not in results:
+            if stored.folder() is not None:
+                results[settings] = stored.kept(("tests.conftest.trained", repr(settings)),
+                                                lambda: training.run(settings, max_seconds=3600))
+                return results[settings]
             path = shared / f"training-{hashlib.sha256(repr(settings).encode()).hexdigest()[:16]}.pt"
             with locked(path.with_suffix(".lock")):
                 if path.exists():
@@ -242,9 +252,30 @@ def stage_of(item) -> str:
     return "unit"
 
 
-@pytest.hookimpl(tryfirst=True)     # before pytest's own -m selection reads the marks
+# Work units under pytest-xdist's --dist loadgroup (lab: stage_args): a test that uses one of these
+# fixtures joins the group named here, so one worker builds the expensive thing once for all of
+# them; every other test (without an xdist_group mark of its own) is handed out alone, to
+# whichever worker is free. xdist hands out the groups with the most tests first.
+XDIST_GROUPS = {
+    "gemma_reference": "gemma-reference",       # transformers' load of Gemma (~45 s) and the outputs its files keep
+    "empty_cache": "smollm2-conversion",        # tests/test_loading.py: the real SmolLM2 conversion, once a process
+}
+
+
+def xdist_group_of(item) -> str | None:
+    """The group XDIST_GROUPS gives the test (None: none); an xdist_group mark of its own wins."""
+    if item.get_closest_marker("xdist_group") is not None:
+        return None
+    used = set(getattr(item, "fixturenames", ()))
+    return next((group for fixture, group in XDIST_GROUPS.items() if fixture in used), None)
+
+
+@pytest.hookimpl(tryfirst=True)     # before pytest's own -m selection reads the marks (and xdist's, the groups)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         stage = stage_of(item)          # raises on two stage marks
         if not explicit_stages(item):
             item.add_marker(stage)
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))

@@ -19,7 +19,9 @@ import pytest
 from tests._shared import locked, run_folder
 from tests.conftest import PAGE_FIXTURES, REAL_WEIGHTS_FIXTURES, ROOT, SERVER_FIXTURES, STAGES
 
-pytestmark = pytest.mark.unit
+# One worker runs them all (under --dist loadgroup, lab: the unit stage): they read one
+# collection, which the first to ask makes while any other would wait on its lock.
+pytestmark = [pytest.mark.unit, pytest.mark.xdist_group("markers")]
 
 # Files that still carry the retired ``slow`` mark: being re-laid out by others, they drop it
 # with their next change (it means nothing now). Empty this set with them; no other file may use it.
