@@ -255,27 +255,66 @@ def stage_of(item) -> str:
 # Work units under pytest-xdist's --dist loadgroup (lab: stage_args): a test that uses one of these
 # fixtures joins the group named here, so one worker builds the expensive thing once for all of
 # them; every other test (without an xdist_group mark of its own) is handed out alone, to
-# whichever worker is free. xdist hands out the groups with the most tests first.
+# whichever worker is free. The groups with the most tests are handed out first.
 XDIST_GROUPS = {
     "gemma_reference": "gemma-reference",       # transformers' load of Gemma (~45 s) and the outputs its files keep
     "empty_cache": "smollm2-conversion",        # tests/test_loading.py: the real SmolLM2 conversion, once a process
 }
+# xdist 3.8 tells its controller a test's group by appending "@group" to the test's node id in
+# the worker, which pytest 9.2's structured node ids ignore (pytest-xdist issue 1386: the groups
+# silently stop working). So the workers write each grouped test's group into this folder as
+# they collect, and the controller's scheduler (pytest_xdist_make_scheduler below) reads it.
+_GROUPS_ENV = "DECODER_LAB_XDIST_GROUPS"
+if not os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get(_GROUPS_ENV):
+    import atexit
+    import shutil
+    import tempfile
+    os.environ[_GROUPS_ENV] = tempfile.mkdtemp(prefix="decoder-lab-xdist-groups-")
+    atexit.register(shutil.rmtree, os.environ[_GROUPS_ENV], True)
 
 
 def xdist_group_of(item) -> str | None:
-    """The group XDIST_GROUPS gives the test (None: none); an xdist_group mark of its own wins."""
-    if item.get_closest_marker("xdist_group") is not None:
-        return None
+    """The test's work unit under --dist loadgroup: its xdist_group marks' names (joined, as
+    xdist does), else the group XDIST_GROUPS gives it, else None (handed out alone)."""
+    marked = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")})
+    if marked:
+        return "_".join(marked)
     used = set(getattr(item, "fixturenames", ()))
     return next((group for fixture, group in XDIST_GROUPS.items() if fixture in used), None)
 
 
-@pytest.hookimpl(tryfirst=True)     # before pytest's own -m selection reads the marks (and xdist's, the groups)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup with the groups the workers wrote (see _GROUPS_ENV); xdist's own for any other --dist."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    import json
+
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Grouped(LoadGroupScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:      # asked once every worker has collected (and written its file)
+                self.groups = {}
+                for path in sorted(Path(os.environ[_GROUPS_ENV]).glob("*.json")):
+                    self.groups.update(json.loads(path.read_text()))
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+
+    return Grouped(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)     # before pytest's own -m selection reads the marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         stage = stage_of(item)          # raises on two stage marks
         if not explicit_stages(item):
             item.add_marker(stage)
-        group = xdist_group_of(item)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+    worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(_GROUPS_ENV)
+    if worker and folder and getattr(config.option, "loadgroup", False):     # in a worker of --dist loadgroup
+        import json
+        groups = {item.nodeid: group for item in items if (group := xdist_group_of(item)) is not None}
+        part = Path(folder) / f"{worker}.part"
+        part.write_text(json.dumps(groups))
+        os.replace(part, part.with_suffix(".json"))
