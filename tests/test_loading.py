@@ -164,10 +164,15 @@ def formats_once(path) -> dict:
 
 @pytest.fixture(scope="module")
 def scratch_root():
-    """A scratch area for cache folders, removed at the end (each cache holds 540 MB)."""
+    """A scratch area for cache folders, removed at the end (each cache holds 540 MB). The
+    conversions kept for the tests here (540 MB for SmolLM2, 1.1 GB for Gemma) are let go then
+    too: under --dist loadgroup the worker goes on with other files' tests."""
     root = Path(tempfile.mkdtemp(prefix="decoder-lab-cache-test-"))
     yield root
     shutil.rmtree(root, ignore_errors=True)
+    _converted.cache_clear()
+    _CONVERSION_PROGRESS.clear()
+    _real_gemma_conversion.cache_clear()
 
 
 @pytest.fixture
