@@ -284,6 +284,7 @@ def xdist_group_of(item) -> str | None:
     return next((group for fixture, group in XDIST_GROUPS.items() if fixture in used), None)
 
 
+@pytest.hookimpl(optionalhook=True)     # a hook of pytest-xdist: none without it (-p no:xdist)
 def pytest_xdist_make_scheduler(config, log):
     """--dist loadgroup with the groups the workers wrote (see _GROUPS_ENV); xdist's own for any other --dist."""
     if config.getvalue("dist") != "loadgroup":
