@@ -13,9 +13,10 @@ tests/test_markers.py checks the stages partition the collection.
 
 Workers (pytest-xdist): ./lab runs the unit, parity and page stages in one worker process per
 core (lab: stage_args). Each worker has its own session fixtures and app caches and an equal
-share of the cores for torch. parity goes file by file (``--dist loadfile``), so transformers'
-own load of Gemma (tests/test_gemma_integration.py) happens once; the trainings of the lab are
-shared between workers on disk (``trained``).
+share of the cores for torch. unit and parity go test by test but keep an xdist_group on one
+worker (``--dist loadgroup``; XDIST_GROUPS below, and the marks of the trainings' tests), so
+transformers' own load of Gemma happens once; the trainings of the lab are shared between
+workers and stages on disk (``trained``).
 """
 
 from __future__ import annotations
@@ -112,14 +113,19 @@ def models(lm, gemma):
 def trained(tmp_path_factory):
     """trained(n_layers=2, ...) -> the TrainResult of one full default-length training of the
     training lab with those settings, run once per test run (each is ~25 s on an idle core,
-    minutes on a busy one) and shared by the tests of lesson_model.training and of the page.
-    Under pytest-xdist the workers share it through a file in the run's temporary folder: the
-    first to ask trains while a second waits on the file's lock, then reads it. max_seconds is
-    lifted so a loaded machine cannot cut a run short."""
+    minutes on a busy one) and shared by the tests of lesson_model.training, of the page and of
+    the Predict question (tests/test_predict_model.py, in the parity stage). It is kept with the
+    analyses on disk (course/cache/stored.py, keyed by the settings and by lesson_model's code):
+    the workers of one pytest, and the stages of one ./lab test-stages run (one folder for all),
+    share it: the first to ask trains while the others wait on the file's lock, then read it.
+    Without that folder (a test run that cleared $DECODER_LAB_ANALYSIS_CACHE), the run's
+    temporary folder does the same for one pytest. max_seconds is lifted so a loaded machine
+    cannot cut a run short."""
     import hashlib
 
     import torch
 
+    from course.cache import stored
     from lesson_model import training
     from tests._shared import locked, run_folder
 
@@ -129,6 +135,10 @@ def trained(tmp_path_factory):
     def run(**changes):
         settings = training.TrainSettings(**changes)
         if settings not in results:
+            if stored.folder() is not None:
+                results[settings] = stored.kept(("tests.conftest.trained", repr(settings)),
+                                                lambda: training.run(settings, max_seconds=3600))
+                return results[settings]
             path = shared / f"training-{hashlib.sha256(repr(settings).encode()).hexdigest()[:16]}.pt"
             with locked(path.with_suffix(".lock")):
                 if path.exists():
@@ -242,9 +252,70 @@ def stage_of(item) -> str:
     return "unit"
 
 
+# Work units under pytest-xdist's --dist loadgroup (lab: stage_args): a test that uses one of these
+# fixtures joins the group named here, so one worker builds the expensive thing once for all of
+# them; every other test (without an xdist_group mark of its own) is handed out alone, to
+# whichever worker is free. The groups with the most tests are handed out first.
+XDIST_GROUPS = {
+    "gemma_reference": "gemma-reference",       # transformers' load of Gemma (~45 s) and the outputs its files keep
+    "empty_cache": "smollm2-conversion",        # tests/test_loading.py: the real SmolLM2 conversion, once a process
+}
+# xdist 3.8 tells its controller a test's group by appending "@group" to the test's node id in
+# the worker, which pytest 9.2's structured node ids ignore (pytest-xdist issue 1386: the groups
+# silently stop working). So the workers write each grouped test's group into this folder as
+# they collect, and the controller's scheduler (pytest_xdist_make_scheduler below) reads it.
+_GROUPS_ENV = "DECODER_LAB_XDIST_GROUPS"
+if not os.environ.get("PYTEST_XDIST_WORKER") and not os.environ.get(_GROUPS_ENV):
+    import atexit
+    import shutil
+    import tempfile
+    os.environ[_GROUPS_ENV] = tempfile.mkdtemp(prefix="decoder-lab-xdist-groups-")
+    atexit.register(shutil.rmtree, os.environ[_GROUPS_ENV], True)
+
+
+def xdist_group_of(item) -> str | None:
+    """The test's work unit under --dist loadgroup: its xdist_group marks' names (joined, as
+    xdist does), else the group XDIST_GROUPS gives it, else None (handed out alone)."""
+    marked = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                     for mark in item.iter_markers("xdist_group")})
+    if marked:
+        return "_".join(marked)
+    used = set(getattr(item, "fixturenames", ()))
+    return next((group for fixture, group in XDIST_GROUPS.items() if fixture in used), None)
+
+
+@pytest.hookimpl(optionalhook=True)     # a hook of pytest-xdist: none without it (-p no:xdist)
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadgroup with the groups the workers wrote (see _GROUPS_ENV); xdist's own for any other --dist."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    import json
+
+    from xdist.scheduler import LoadGroupScheduling
+
+    class Grouped(LoadGroupScheduling):
+        groups: dict[str, str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:      # asked once every worker has collected (and written its file)
+                self.groups = {}
+                for path in sorted(Path(os.environ[_GROUPS_ENV]).glob("*.json")):
+                    self.groups.update(json.loads(path.read_text()))
+            return self.groups.get(nodeid) or super()._split_scope(nodeid)
+
+    return Grouped(config, log)
+
+
 @pytest.hookimpl(tryfirst=True)     # before pytest's own -m selection reads the marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         stage = stage_of(item)          # raises on two stage marks
         if not explicit_stages(item):
             item.add_marker(stage)
+    worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(_GROUPS_ENV)
+    if worker and folder and getattr(config.option, "loadgroup", False):     # in a worker of --dist loadgroup
+        import json
+        groups = {item.nodeid: group for item in items if (group := xdist_group_of(item)) is not None}
+        part = Path(folder) / f"{worker}.part"
+        part.write_text(json.dumps(groups))
+        os.replace(part, part.with_suffix(".json"))

@@ -145,17 +145,40 @@ def _converted():
     return _real_convert_gguf(loading.bundled_gguf_path(), progress=_CONVERSION_PROGRESS.append)
 
 
+_real_gguf_weight_formats = loading.gguf_weight_formats
+
+
+@functools.cache
+def _formats_of(path: str, size: int, mtime_ns: int) -> dict:
+    return _real_gguf_weight_formats(Path(path))
+
+
+def formats_once(path) -> dict:
+    """loading.gguf_weight_formats, read for real once per process for each version of a GGUF
+    file (its path, size and modification time): parsing the file's metadata, the whole
+    vocabulary, costs 2.4 s of CPU for SmolLM2's and 10 s for Gemma's, and every load below that
+    writes a cache asks again about the same unchanged file."""
+    st = Path(path).stat()
+    return json.loads(json.dumps(_formats_of(str(path), st.st_size, st.st_mtime_ns)))
+
+
 @pytest.fixture(scope="module")
 def scratch_root():
-    """A scratch area for cache folders, removed at the end (each cache holds 540 MB)."""
+    """A scratch area for cache folders, removed at the end (each cache holds 540 MB). The
+    conversions kept for the tests here (540 MB for SmolLM2, 1.1 GB for Gemma) are let go then
+    too: under --dist loadgroup the worker goes on with other files' tests."""
     root = Path(tempfile.mkdtemp(prefix="decoder-lab-cache-test-"))
     yield root
     shutil.rmtree(root, ignore_errors=True)
+    _converted.cache_clear()
+    _CONVERSION_PROGRESS.clear()
+    _real_gemma_conversion.cache_clear()
 
 
 @pytest.fixture
 def empty_cache(scratch_root, monkeypatch):
-    """An empty DECODER_LAB_CACHE, and convert_gguf counted (the real conversion runs once per session)."""
+    """An empty DECODER_LAB_CACHE, and convert_gguf counted (the real conversion runs once per
+    session; so does the reading of the GGUF's weight formats, formats_once)."""
     folder = scratch_root / f"cache-{time.monotonic_ns()}"
     folder.mkdir()
     monkeypatch.setenv("DECODER_LAB_CACHE", str(folder))
@@ -170,6 +193,7 @@ def empty_cache(scratch_root, monkeypatch):
         return result
 
     monkeypatch.setattr(loading, "convert_gguf", counted)
+    monkeypatch.setattr(loading, "gguf_weight_formats", formats_once)
     yield folder, calls
     shutil.rmtree(folder, ignore_errors=True)
 
@@ -272,6 +296,7 @@ def test_interrupted_write_leaves_no_partial_cache(empty_cache, monkeypatch):
     monkeypatch.undo()   # the real save_file (and the environment) again
     monkeypatch.setenv("DECODER_LAB_CACHE", str(root))
     monkeypatch.setattr(loading, "convert_gguf", lambda path, progress=None: calls.append(path) or _converted())
+    monkeypatch.setattr(loading, "gguf_weight_formats", formats_once)
     load_model(device="cpu")
     assert loading._cache_is_valid(loading.bundled_cache_folder()) and len(calls) == 2
 
@@ -419,6 +444,7 @@ def test_gemma_converts_once_and_a_damaged_cache_is_rebuilt(scratch_root, monkey
     monkeypatch.setattr(loading, "_gemma_gguf", lambda damaged=None: gguf)   # do not join the chunks again here
     calls = []
     monkeypatch.setattr(loading, "convert_gguf", lambda path, progress=None: calls.append(path) or _real_gemma_conversion())
+    monkeypatch.setattr(loading, "gguf_weight_formats", formats_once)
     progress = []
     lm = load_model("gemma-3-270m", device="cpu", progress=lambda stage, fraction: progress.append(stage))
     assert calls == [gguf] and stages(progress) == ["preparing", "converting", "writing", "loading"]

@@ -19,7 +19,9 @@ import pytest
 from tests._shared import locked, run_folder
 from tests.conftest import PAGE_FIXTURES, REAL_WEIGHTS_FIXTURES, ROOT, SERVER_FIXTURES, STAGES
 
-pytestmark = pytest.mark.unit
+# One worker runs them all (under --dist loadgroup, lab: the unit stage): they read one
+# collection, which the first to ask makes while any other would wait on its lock.
+pytestmark = [pytest.mark.unit, pytest.mark.xdist_group("markers")]
 
 # Files that still carry the retired ``slow`` mark: being re-laid out by others, they drop it
 # with their next change (it means nothing now). Empty this set with them; no other file may use it.
@@ -152,3 +154,30 @@ def test_lab_runs_the_stages_in_order():
     """./lab test-stages (and .ci/run through it) runs exactly these stages, in this order."""
     line = next(line for line in (ROOT / "lab").read_text().splitlines() if line.startswith("STAGES="))
     assert line.split("=", 1)[1].strip('"').split() == list(STAGES)
+
+
+def test_loadgroup_hands_out_the_groups_the_workers_wrote(pytestconfig, monkeypatch, tmp_path):
+    """lab's --dist loadgroup (unit, parity): a worker writes each grouped test's group as it
+    collects (xdist 3.8's own "@group" node ids do nothing on pytest 9.2), and the controller's
+    scheduler makes each group one work unit; a test without a group is a unit of its own."""
+    import types
+
+    from tests import conftest
+    monkeypatch.setenv("DECODER_LAB_XDIST_GROUPS", str(tmp_path))
+    (tmp_path / "gw0.json").write_text(json.dumps({"tests/test_a.py::test_x": "gemma-reference",
+                                                   "tests/test_b.py::test_y[1]": "gemma-reference"}))
+    monkeypatch.setattr(pytestconfig.option, "dist", "loadgroup")
+    monkeypatch.setattr(pytestconfig.option, "tx", ["2*popen"], raising=False)
+    scheduler = conftest.pytest_xdist_make_scheduler(pytestconfig, None)
+    assert scheduler._split_scope("tests/test_a.py::test_x") == scheduler._split_scope("tests/test_b.py::test_y[1]") \
+        == "gemma-reference"
+    assert scheduler._split_scope("tests/test_a.py::test_z") == "tests/test_a.py::test_z"
+    monkeypatch.setattr(pytestconfig.option, "dist", "load")
+    assert conftest.pytest_xdist_make_scheduler(pytestconfig, None) is None, "xdist's own for another --dist"
+    # What a worker writes: the groups of XDIST_GROUPS and of the marks, nothing for the others.
+    item = lambda fixtures, marks=(): types.SimpleNamespace(    # noqa: E731
+        fixturenames=fixtures, iter_markers=lambda name: [m for m in marks if m.name == name])
+    assert conftest.xdist_group_of(item(["gemma", "gemma_reference"])) == "gemma-reference"
+    assert conftest.xdist_group_of(item(["empty_cache"])) == "smollm2-conversion"
+    assert conftest.xdist_group_of(item(["lm"])) is None
+    assert conftest.xdist_group_of(item(["gemma_reference"], [pytest.mark.xdist_group("markers").mark])) == "markers"

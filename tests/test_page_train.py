@@ -296,6 +296,7 @@ def _keys(result):
 
 
 @pytest.mark.timeout(3600)
+@pytest.mark.xdist_group("training-1-layer-fixed-offset")   # the worker that trains it (conftest: trained)
 def test_notice_fixed_offset_one_layer_is_the_shortcut(trained):
     result = trained(n_layers=1, random_offset=False)
     assert result.stopped == "done"
@@ -309,6 +310,7 @@ def test_notice_fixed_offset_one_layer_is_the_shortcut(trained):
 
 
 @pytest.mark.timeout(3600)
+@pytest.mark.xdist_group("training-2-layers")
 def test_notice_two_layers_random_offset_forms_a_head(trained):
     result = trained(n_layers=2)
     assert result.stopped == "done"
@@ -325,6 +327,7 @@ def test_notice_two_layers_random_offset_forms_a_head(trained):
 
 
 @pytest.mark.timeout(3600)
+@pytest.mark.xdist_group("training-1-layer")
 def test_notice_one_layer_random_offset_stays_stuck(trained):
     result = trained(n_layers=1)
     assert result.stopped == "done"

@@ -237,6 +237,9 @@ def test_phase_change_is_the_first_step_from_which_the_score_stays_high():
 # --------------------------------------------------------------------------- the lesson (slow: full runs)
 # Each is one default-length training (2,000 steps): about 25 s on an idle core, minutes on a busy
 # shared machine, hence the generous timeouts. max_seconds is lifted so the load cannot cut a run short.
+# Under --dist loadgroup (lab: the unit stage) the tests of one training, here and in
+# tests/test_page_train.py, share an xdist_group: one worker trains it and runs them all, instead
+# of a second worker waiting on the lock while the first trains.
 
 @pytest.fixture
 def full_run(trained):
@@ -248,6 +251,7 @@ def full_run(trained):
 
 
 @pytest.mark.timeout(3600)
+@pytest.mark.xdist_group("training-2-layers")
 def test_two_layers_form_an_induction_head_with_random_offsets(full_run):
     result = full_run(n_layers=2)
     first, last = result.history[0], result.history[-1]
@@ -259,6 +263,7 @@ def test_two_layers_form_an_induction_head_with_random_offsets(full_run):
 
 
 @pytest.mark.timeout(3600)
+@pytest.mark.xdist_group("training-1-layer")
 def test_one_layer_stays_stuck_with_random_offsets(full_run):
     result = full_run(n_layers=1)
     assert max(max(p.induction) for p in result.history) < 0.2
@@ -266,6 +271,7 @@ def test_one_layer_stays_stuck_with_random_offsets(full_run):
 
 
 @pytest.mark.timeout(3600)
+@pytest.mark.xdist_group("training-1-layer-fixed-offset")
 def test_one_layer_takes_the_positional_shortcut_with_a_fixed_offset(full_run):
     result = full_run(n_layers=1, random_offset=False)
     last = result.history[-1]
