@@ -14,6 +14,7 @@ name, through transformers.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import importlib
 import importlib.metadata
@@ -379,14 +380,37 @@ def _unpermute(w, n_heads: int):
     return w.reshape(n_heads, half, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+@functools.cache
+def _reader_class():
+    """gguf.GGUFReader whose parse slices a plain array over the file's memory map: the same
+    bytes, read 2-3x faster (numpy wraps every slice of a memmap in a new memmap object, and the
+    parse takes millions of slices for Gemma's 262,144 vocabulary strings)."""
+    import numpy as np
+    from gguf.gguf_reader import GGUFReader
+
+    class Reader(GGUFReader):
+        @property
+        def data(self):
+            return self._array
+
+        @data.setter
+        def data(self, value) -> None:         # GGUFReader.__init__ assigns its np.memmap here
+            self._array = value.view(np.ndarray)
+
+    return Reader
+
+
+def gguf_reader(path: Path | str):
+    """A gguf.GGUFReader of ``path`` (its fields and tensors, the weights left on disk until read)."""
+    return _reader_class()(str(path))
+
+
 def gguf_weight_formats(path: Path) -> dict:
     """How the GGUF file stores its weights: {"weight_formats": {format: parameters stored in
     it}, "embedding_format": format of the token embedding}, e.g. Q4_1 (4-bit blocks) for the
     SmolLM2 matrices and Q8_0 for its embedding. The decoder computes in float32 either way,
     but each weight only carries the precision of its format."""
-    import gguf
-
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_reader(path)
     formats: dict[str, int] = {}
     for t in reader.tensors:
         formats[t.tensor_type.name] = formats.get(t.tensor_type.name, 0) + int(t.n_elements)
@@ -417,7 +441,7 @@ def convert_gguf(path: Path, progress: Callable[[float], None] | None = None) ->
     import gguf
     import numpy as np
 
-    reader = gguf.GGUFReader(str(path))
+    reader = gguf_reader(path)
     arch = _gguf_field(reader, "general.architecture")
     if arch not in ("llama", "gemma3"):
         raise NotImplementedError(f"GGUF architecture '{arch}' is not supported by the lesson decoder")

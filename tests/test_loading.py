@@ -17,7 +17,7 @@ import torch
 
 from lesson_model import loading
 from lesson_model.loading import INSTALL_COMMAND, ModelNotInstalledError, load_model
-from tests._fixtures_model import _smollm2, assert_close_f32, logits_depth, random_hf_model, smollm2  # noqa: F401
+from tests._fixtures_model import _gguf_parsed_once, _smollm2, assert_close_f32, logits_depth, random_hf_model, smollm2  # noqa: F401
 
 # --------------------------------------------------------------------------- environment, device, missing package
 
@@ -141,8 +141,16 @@ _CONVERSION_PROGRESS: list[float] = []    # what the real conversion reported, r
 
 @functools.cache
 def _converted():
-    """The real GGUF conversion (~15 s), done once per session; the tests below reuse its result."""
-    return _real_convert_gguf(loading.bundled_gguf_path(), progress=_CONVERSION_PROGRESS.append)
+    """The real GGUF conversion, done once per session; the tests below reuse its result. (Its
+    tokenizer is transformers' rebuild from the file, which parses the file again: here it reads
+    the conversion's own parse, tests/_fixtures_model.py _gguf_parsed_once.)"""
+    with _gguf_parsed_once():
+        return _real_convert_gguf(loading.bundled_gguf_path(), progress=_CONVERSION_PROGRESS.append)
+
+
+def _real_gemma_conversion_once():
+    with _gguf_parsed_once():
+        return _real_convert_gguf(loading.bundled_gguf_path("gemma-3-270m"))
 
 
 _real_gguf_weight_formats = loading.gguf_weight_formats
@@ -156,8 +164,8 @@ def _formats_of(path: str, size: int, mtime_ns: int) -> dict:
 def formats_once(path) -> dict:
     """loading.gguf_weight_formats, read for real once per process for each version of a GGUF
     file (its path, size and modification time): parsing the file's metadata, the whole
-    vocabulary, costs 2.4 s of CPU for SmolLM2's and 10 s for Gemma's, and every load below that
-    writes a cache asks again about the same unchanged file."""
+    vocabulary, costs about 1 s of CPU for SmolLM2's and 4 s for Gemma's, and every load below
+    that writes a cache asks again about the same unchanged file."""
     st = Path(path).stat()
     return json.loads(json.dumps(_formats_of(str(path), st.st_size, st.st_mtime_ns)))
 
@@ -429,7 +437,7 @@ def test_gemma_chunks_are_joined_once_atomically(monkeypatch, tmp_path):
     assert paths[0].stat().st_size == sum(p.stat().st_size for p in package.chunk_paths())
 
 
-_real_gemma_conversion = functools.cache(lambda: _real_convert_gguf(loading.bundled_gguf_path("gemma-3-270m")))
+_real_gemma_conversion = functools.cache(_real_gemma_conversion_once)
 
 
 @pytest.mark.parity

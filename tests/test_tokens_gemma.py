@@ -9,7 +9,7 @@ import functools
 import pytest
 
 from lesson_model.analysis import tokenization as T
-from tests._fixtures_model import UNICODE_GAUNTLET
+from tests._fixtures_model import UNICODE_GAUNTLET, gguf_reference_tokenizer
 from tests.test_tokens import check_tokens, random_strings
 
 CHINESE = ["我吃魚，魚吃我。", "貓坐在墊子上，因為它累了。", "猫坐在垫子上，因为它累了。",
@@ -151,14 +151,9 @@ def test_tiny_sentencepiece_merge_steps_end_in_the_tokens(word):
 
 # --------------------------------------------------------------------------- the real Gemma tokenizer
 
-@functools.cache
 def _gemma_reference_tokenizer():
-    """transformers' tokenizer rebuilt from the Gemma GGUF (~45 s)."""
-    from transformers import AutoTokenizer
-
-    from lesson_model.loading import bundled_gguf_path
-    path = bundled_gguf_path("gemma-3-270m")
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+    """transformers' tokenizer rebuilt from the Gemma GGUF."""
+    return gguf_reference_tokenizer("gemma-3-270m")
 
 
 TEXTS = UNICODE_GAUNTLET + CHINESE + ["<bos>x<start_of_turn>user\nhi<end_of_turn>", "a<table>b\n\n\n\tc",
