@@ -400,3 +400,29 @@ def test_head_results_are_filled_in_when_read(tiny):
     with pytest.raises(KeyError):
         full.cache["blocks.0.attn.hook_nope"]
     assert "blocks.0.attn.hook_nope" not in full.cache
+
+
+def test_assert_close_f32_finds_the_exact_worst_difference():
+    """The float32 first pass of assert_close_f32 decides as the exact float64 one would: the
+    same pass or fail on either side of the bound, non-finite entries compared by place and value,
+    and finite_scale exact in float32."""
+    g = torch.Generator().manual_seed(0)
+    expected = torch.randn(64, 257, generator=g) * 3
+    expected[0, :5] = float("-inf")
+    actual = expected + torch.randn(64, 257, generator=g) * 1e-7
+    exact = (actual.double() - expected.double()).abs().nan_to_num(0).max().item()
+    assert finite_scale(expected) == expected.double()[expected.isfinite()].abs().max().item()
+    worst = assert_close_f32(actual, expected, depth=1, what="noise", scale=1.0, safety=exact / (2.0 ** -23) * 1.001)
+    assert worst == pytest.approx(exact, rel=2.0 ** -23)
+    with pytest.raises(AssertionError, match="exceeds the float32 bound"):
+        assert_close_f32(actual, expected, depth=1, what="noise", scale=1.0, safety=exact / (2.0 ** -23) * 0.999)
+    at_the_bound = exact / (2.0 ** -23)            # too close to call in float32: decided in float64
+    assert assert_close_f32(actual, expected, depth=1, what="noise", scale=1.0, safety=at_the_bound) == exact
+    moved = actual.clone()
+    moved[0, 5] = float("-inf")
+    with pytest.raises(AssertionError, match="non-finite entries at different places"):
+        assert_close_f32(moved, expected, depth=1, what="moved", scale=1.0)
+    flipped = actual.clone()
+    flipped[0, 0] = float("inf")
+    with pytest.raises(AssertionError, match="different non-finite values"):
+        assert_close_f32(flipped, expected, depth=1, what="flipped", scale=1.0)
