@@ -184,15 +184,19 @@ def zero_heads_hooks(heads) -> dict:
 def second_copy_loss(lm, tokens: torch.Tensor, heads=(), batch: int | None = None) -> float:
     """Mean loss (nats) predicting the second copy's tokens 1..L-1 of each sequence in
     ``tokens`` [n_seqs, start + 2L] (random_repeated_tokens), with the given heads zeroed
-    (none: the intact model)."""
+    (none: the intact model). Only the positions that predict those tokens are unembedded:
+    on Gemma's 262,144-entry vocabulary the unembedding is most of a pass."""
     s = copies_start(lm)
     seq_len = (tokens.shape[1] - s) // 2
     batch = batch or sequences_per_pass(lm, seq_len)
     hooks = zero_heads_hooks(heads)
+    W_U = lm.decoder.W_U                                                # [d_model, vocab]
     total, count = 0.0, 0
     for part in _chunks(tokens.shape[0], batch):
-        run = lm.run(tokens[part], names=[], hooks=hooks)
-        loss = _next_token_loss(run.logits, tokens[part])[:, s + seq_len:]   # [b, L-1]
+        run = lm.run(tokens[part], names=[], hooks=hooks, unembed=False)
+        second = run.final[:, s + seq_len:]                             # [b, L, d_model]: the second copy
+        logits = (second.to(W_U.device) @ W_U).cpu()                    # [b, L, vocab]
+        loss = _next_token_loss(logits, tokens[part][:, s + seq_len:])  # [b, L-1]: tokens 1..L-1
         total += float(loss.sum())
         count += loss.numel()
     return total / count
