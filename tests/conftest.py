@@ -160,14 +160,18 @@ def warm_app():
     Then the induction lesson's per-model experiments, as the server's warm-up computes them
     (course/cache): a minute or two per model on a busy machine, which a page test's first run
     of that lesson would otherwise spend inside its APP_TIMEOUT. The experiments are kept on
-    disk for the run (course/cache/stored.py): odd-numbered workers go through the models in the
-    other order, so two workers compute one model each at once and read the other's."""
+    disk for the run (course/cache/stored.py): with several workers, odd-numbered ones take the
+    models in the other order and each computes its first model's experiment; the other model's
+    it reads in a background thread, which waits (on the file's lock, no CPU) while another
+    worker computes it, and this worker starts on its tests meanwhile."""
+    import threading
+
     from streamlit.testing.v1 import AppTest
 
     from course import cache
     from server.models import shelf
     order = ["smollm2-135m", "gemma-3-270m"]
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker[2:].isdigit() and int(worker[2:]) % 2:
         order.reverse()
     for model in order:
@@ -175,7 +179,12 @@ def warm_app():
         at.query_params["model"] = model
         at.run()
         assert not at.exception, [e.value for e in at.exception]
-        cache.warm("induction", shelf(model), "en")
+    cache.warm("induction", shelf(order[0]), "en")
+    if worker:
+        threading.Thread(target=cache.warm, args=("induction", shelf(order[1]), "en"), daemon=True,
+                         name="warm-induction").start()
+    else:
+        cache.warm("induction", shelf(order[1]), "en")
     return True
 
 
