@@ -46,7 +46,7 @@ from bench.bench_class import p90, start_profile, stop_profile, wait_for_warmup
 from course import model as models
 from server import warmup
 from tools import browser as harness
-from tools.protocol import LiveClient, Run
+from tools.protocol import UNFINISHED, LiveClient, Run
 
 LANGS = ("en", "zh-Hant", "zh-Hans")
 JOIN_PAGE = "embeddings"                    # where the teacher is when the class joins
@@ -79,6 +79,7 @@ class Row:
     missing: list[str] = field(default_factory=list)
     load: tuple = ()
     server_cpu: float = 0.0
+    unfinished: int = 0              # students whose view's run lost its script_finished (tools/protocol.py UNFINISHED)
 
 
 def view(query: dict) -> dict:
@@ -86,9 +87,12 @@ def view(query: dict) -> dict:
 
 
 def shows(page: str, params: dict):
-    """A test for LiveClient.wait_for: a run of ``page`` whose URL holds the view ``params``."""
+    """A test for LiveClient.wait_for: a run of ``page`` whose URL holds the view ``params``,
+    drawn to its end (its script_finished said so, or Streamlit dropped that message: the run's
+    end is then when the next run began, tools/protocol.py UNFINISHED)."""
     def test(run: Run, client: LiveClient) -> bool:
-        return run.status == "FINISHED_SUCCESSFULLY" and client.page(run.page_hash) == page and view(run.query) == params
+        return (run.status in ("FINISHED_SUCCESSFULLY", UNFINISHED) and client.page(run.page_hash) == page
+                and view(run.query) == params)
     return test
 
 
@@ -232,7 +236,7 @@ def main(argv=None) -> None:
                 cpu0, own0 = srv.cpu_seconds(), time.process_time()
                 run, teacher_s = teacher_does(teacher, change, model, f"{salt}{n}", timeout=600)
                 expected = (teacher.page(run.page_hash), view(run.query))
-                seconds, missing = [], []
+                seconds, missing, unfinished = [], [], 0
                 for i, student in enumerate(students):
                     got = student.wait_for(shows(*expected), since=run.started,
                                            timeout=max(0.5, run.finished + args.timeout - time.time()))
@@ -241,11 +245,15 @@ def main(argv=None) -> None:
                         missing.append(f"student {i}: {student.error or (last and (student.page(last.page_hash), view(last.query), last.status, last.fragment, last.exceptions[:1]))}")
                     else:
                         seconds.append(max(0.0, got.finished - run.finished))
-                row = Row(label(change, model), teacher_s, seconds, missing, os.getloadavg(), srv.cpu_seconds() - cpu0)
+                        unfinished += got.status == UNFINISHED
+                row = Row(label(change, model), teacher_s, seconds, missing, os.getloadavg(), srv.cpu_seconds() - cpu0,
+                          unfinished)
                 rows.append(row)
                 print(f"{row.what}: teacher's run {teacher_s:.2f} s; students {summary(seconds)} s (first {min(seconds, default=0):.2f}); "
                       f"load {load()}; server {row.server_cpu:.1f} CPU-s, these browsers "
-                      f"{time.process_time() - own0:.1f} CPU-s" + (f"; MISSING {len(missing)}: {missing[:2]} "
+                      f"{time.process_time() - own0:.1f} CPU-s"
+                      + (f"; {unfinished} with no script_finished (dropped by Streamlit)" if unfinished else "")
+                      + (f"; MISSING {len(missing)}: {missing[:2]} "
                                                                     f"expected {expected}" if missing else ""),
                       flush=True)
                 time.sleep(args.pause)
@@ -267,7 +275,8 @@ def main(argv=None) -> None:
     print("\n".join(table))
     notes = [f"Idle class: {idle[2]} follow polls in {idle[1]:.1f} s cost the server {idle[0]:.2f} CPU-s "
              f"({1000 * idle[0] / max(idle[2], 1):.1f} ms a poll). {polls} polls in the whole run; {os.cpu_count()} cores; "
-             f"{args.apps} app process{'es' if args.apps > 1 else ''}."]
+             f"{args.apps} app process{'es' if args.apps > 1 else ''}. Updates whose run's script_finished Streamlit "
+             f"dropped (counted as arrived, at the next run's start): {sum(r.unfinished for r in rows)}."]
     print(notes[0], flush=True)
     table += ["", *notes]
     output = args.output or (RESULTS if args.students == 25 and len(args.models) == 2 and args.apps == 1 else None)

@@ -156,9 +156,19 @@ class Client:
         return result
 
 
+# The status of a run whose script_finished never came: the next run's new_session did.
+# Streamlit 1.67 drops a finished run's script_finished when a rerun request (a fragment timer's)
+# reaches the session while its ScriptRunner is shutting down: the session starts a new
+# ScriptRunner and ignores the old one's last events (streamlit/runtime/app_session.py,
+# AppSession.request_rerun, whose comment describes it; streamlit issue 9921). Everything the run
+# drew did arrive; a browser skips only that run's cleanup of elements it did not draw again.
+UNFINISHED = "NO_SCRIPT_FINISHED"
+
+
 @dataclass
 class Run:
-    """One script run a LiveClient saw, from its new_session to its script_finished."""
+    """One script run a LiveClient saw, from its new_session to its script_finished (or, when
+    Streamlit dropped that, to the next run's new_session: status UNFINISHED)."""
     started: float                       # time.time() when its new_session came
     page_hash: str
     fragment: bool                       # a fragment run (the follow poll), not a full run
@@ -343,6 +353,8 @@ class LiveClient:
         now = time.time()
         with self._cond:
             if kind == "new_session":
+                if self._current is not None:
+                    self._close(self._current, UNFINISHED, now)
                 fragments = list(msg.metadata.run.fragment_ids)
                 if not fragments:
                     self.timers.clear()          # a full run: the browser drops every timer
@@ -386,11 +398,14 @@ class LiveClient:
             elif kind == "script_finished" and self._current is not None:
                 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
-                status = ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)
-                run, self._current = self._current, None
-                run.finished, run.status, run.query = now, status, dict(self.query)
-                self.runs.append(run)
-                self._cond.notify_all()
+                self._close(self._current, ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished), now)
+
+    def _close(self, run: Run, status: str, now: float) -> None:
+        """``run`` has ended (with self._cond held): note it and wake the waiters."""
+        self._current = None
+        run.finished, run.status, run.query = now, status, dict(self.query)
+        self.runs.append(run)
+        self._cond.notify_all()
 
     def wait_for(self, test, since: float = 0.0, timeout: float | None = None, fragments: bool = False) -> Run | None:
         """The first finished full run (finished after ``since``) for which ``test(run, client)``
