@@ -315,12 +315,23 @@ def pytest_xdist_make_scheduler(config, log):
     return Grouped(config, log)
 
 
+# The server stage's longest tests (15-25 s each: they start servers and wait on restarts),
+# handed out first to its workers (lab: --dist load gives out tests in collection order), so
+# that neither is drawn last while the other worker idles.
+SERVER_FIRST = ("test_a_killed_app_process_is_restarted_and_its_student_reconnects_and_follows",
+                "test_students_on_a_cold_server_see_the_model_load_progress",
+                "test_many_sessions_open_every_page_at_once_on_a_fresh_server",
+                "test_a_student_on_another_process_follows_the_teacher_through_nginx")
+
+
 @pytest.hookimpl(tryfirst=True)     # before pytest's own -m selection reads the marks
 def pytest_collection_modifyitems(config, items):
     for item in items:
         stage = stage_of(item)          # raises on two stage marks
         if not explicit_stages(item):
             item.add_marker(stage)
+    rank = {name: n for n, name in enumerate(SERVER_FIRST)}
+    items.sort(key=lambda item: rank.get(getattr(item, "originalname", item.name), len(SERVER_FIRST)))
     worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(_GROUPS_ENV)
     if worker and folder and getattr(config.option, "loadgroup", False):     # in a worker of --dist loadgroup
         import json
