@@ -198,11 +198,6 @@ def gguf_reference_tokenizer(model: str = "smollm2-135m"):
         return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
 
 
-def _reference_tokenizer():
-    """transformers' tokenizer rebuilt from SmolLM2's GGUF file."""
-    return gguf_reference_tokenizer("smollm2-135m")
-
-
 def _gguf_reference_model(model: str):
     """transformers' own load of the bundled model's GGUF file, with eager attention (every pattern)."""
     from transformers import AutoModelForCausalLM
@@ -268,7 +263,7 @@ def gemma_reference():
 
 @pytest.fixture(scope="session")
 def reference_tokenizer():
-    return _reference_tokenizer()
+    return gguf_reference_tokenizer("smollm2-135m")
 
 
 @pytest.fixture(scope="session")

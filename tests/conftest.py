@@ -174,12 +174,12 @@ def warm_app():
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
     if worker[2:].isdigit() and int(worker[2:]) % 2:
         order.reverse()
-    for first, model in zip((True, False), order):
+    for n, model in enumerate(order):
         at = AppTest.from_file(str(APP), default_timeout=600)
         at.query_params["model"] = model
         at.run()
         assert not at.exception, [e.value for e in at.exception]
-        if first:       # at once: the other worker's background thread must find this one's lock taken
+        if n == 0:      # at once: the other worker's background thread must find this one's lock taken
             cache.warm("induction", shelf(model), "en")
     if worker:
         threading.Thread(target=cache.warm, args=("induction", shelf(order[1]), "en"), daemon=True,

@@ -148,11 +148,6 @@ def _converted():
         return _real_convert_gguf(loading.bundled_gguf_path(), progress=_CONVERSION_PROGRESS.append)
 
 
-def _real_gemma_conversion_once():
-    with _gguf_parsed_once():
-        return _real_convert_gguf(loading.bundled_gguf_path("gemma-3-270m"))
-
-
 _real_gguf_weight_formats = loading.gguf_weight_formats
 
 
@@ -437,7 +432,10 @@ def test_gemma_chunks_are_joined_once_atomically(monkeypatch, tmp_path):
     assert paths[0].stat().st_size == sum(p.stat().st_size for p in package.chunk_paths())
 
 
-_real_gemma_conversion = functools.cache(_real_gemma_conversion_once)
+@functools.cache
+def _real_gemma_conversion():
+    with _gguf_parsed_once():
+        return _real_convert_gguf(loading.bundled_gguf_path("gemma-3-270m"))
 
 
 @pytest.mark.parity

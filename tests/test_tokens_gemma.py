@@ -151,18 +151,13 @@ def test_tiny_sentencepiece_merge_steps_end_in_the_tokens(word):
 
 # --------------------------------------------------------------------------- the real Gemma tokenizer
 
-def _gemma_reference_tokenizer():
-    """transformers' tokenizer rebuilt from the Gemma GGUF."""
-    return gguf_reference_tokenizer("gemma-3-270m")
-
-
 TEXTS = UNICODE_GAUNTLET + CHINESE + ["<bos>x<start_of_turn>user\nhi<end_of_turn>", "a<table>b\n\n\n\tc",
                                       "  two  spaces ▁ and a typed ▁"]
 
 
 @pytest.mark.parity
 def test_gemma_ids_equal_the_reference_tokenizer(gemma):
-    ref = _gemma_reference_tokenizer()
+    ref = gguf_reference_tokenizer("gemma-3-270m")
     for text in TEXTS + random_strings(300, seed=5):
         ids = gemma.encode(text)
         assert ids == ref(text).input_ids, text
