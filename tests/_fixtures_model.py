@@ -317,6 +317,13 @@ def pattern_depth(cfg, n_pos: int, layer: int) -> int:
     return layer * block_depth(cfg, n_pos) + 2 * cfg.d_model + cfg.d_head
 
 
+def _max_abs(x: torch.Tensor) -> float:
+    """max |x| over every entry, in one pass without a copy (exact: abs and max round nothing):
+    NaN if any entry is NaN, inf if any is infinite, so a finite answer says every entry is finite.
+    0 for an empty tensor."""
+    return torch.linalg.vector_norm(x, float("inf")).item() if x.numel() else 0.0
+
+
 def finite_scale(x: torch.Tensor) -> float:
     """max |x| over the finite entries (0 for none); exact in x's own float type (abs and max
     round nothing)."""
@@ -325,6 +332,9 @@ def finite_scale(x: torch.Tensor) -> float:
         x = x.double()
     if x.numel() == 0:
         return 0.0
+    top = _max_abs(x)
+    if math.isfinite(top):                   # every entry finite: nothing to leave out
+        return top
     return torch.where(torch.isfinite(x), x.abs(), 0).max().item()
 
 
@@ -386,25 +396,35 @@ def assert_close_f32(actual, expected, *, depth: int, what: str, scale: float | 
     actual = torch.as_tensor(actual).detach().cpu()
     expected = torch.as_tensor(expected).detach().cpu()
     assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    finite = torch.isfinite(expected)
-    assert torch.equal(torch.isfinite(actual), finite), f"{what}: non-finite entries at different places"
-    if not finite.all():
-        assert torch.equal(actual[~finite].double().nan_to_num(posinf=1, neginf=-1),
-                           expected[~finite].double().nan_to_num(posinf=1, neginf=-1)), f"{what}: different non-finite values"
+    floats = actual.is_floating_point() and expected.is_floating_point()
+    top_expected = _max_abs(expected) if floats else math.nan
+    if floats and math.isfinite(top_expected) and math.isfinite(_max_abs(actual)):
+        finite = None                         # every entry of both finite (the usual case): no masks
+        if scale is None:
+            scale = top_expected
+    else:
+        finite = torch.isfinite(expected)
+        assert torch.equal(torch.isfinite(actual), finite), f"{what}: non-finite entries at different places"
+        if not finite.all():
+            assert torch.equal(actual[~finite].double().nan_to_num(posinf=1, neginf=-1),
+                               expected[~finite].double().nan_to_num(posinf=1, neginf=-1)), f"{what}: different non-finite values"
     scale = finite_scale(expected) if scale is None else float(scale)
     bound = f32_bound(expected, depth=depth, scale=scale, safety=safety)
-    worst, diff = 0.0, None
+
+    def differences(a, b):
+        diff = (a - b).abs()
+        return diff if finite is None else diff.where(finite, 0)
+
+    worst, decided = 0.0, False
     if actual.dtype == expected.dtype == torch.float32 and actual.numel():
-        diff = (actual - expected).abs().where(finite, 0)
-        worst = diff.max().item()
-        if abs(worst - bound) <= bound * 2.0 ** -22:
-            diff = None                       # too close to call in float32
-    if diff is None:
+        worst = (_max_abs(actual - expected) if finite is None else differences(actual, expected).max().item())
+        decided = abs(worst - bound) > bound * 2.0 ** -22     # else too close to call in float32
+    if not decided:
         actual, expected = actual.double(), expected.double()
-        diff = (actual - expected).abs().where(finite, 0)
-        worst = diff.max().item() if diff.numel() else 0.0
+        worst = differences(actual, expected).max().item() if actual.numel() else 0.0
     _record(what, worst, bound, depth, scale)
     if worst > bound:
+        diff = differences(actual, expected)
         at = tuple(int(i) for i in torch.unravel_index(diff.argmax(), diff.shape)) if diff.dim() else ()
         raise AssertionError(
             f"{what}: max |diff| {worst:.3g} at {at} (actual {actual[at].item():.8g}, expected "
@@ -414,9 +434,11 @@ def assert_close_f32(actual, expected, *, depth: int, what: str, scale: float | 
 
 
 def greedy_step_logits(lm, ids: list[int], n_prompt: int) -> torch.Tensor:
-    """[steps, vocab]: the logits that chose each token after the first n_prompt (one full forward)."""
-    run = lm.run(torch.tensor([ids[:-1]]), names=[])
-    return run.logits[0, n_prompt - 1:]
+    """[steps, vocab]: the logits that chose each token after the first n_prompt (one forward pass;
+    only those positions unembedded: for a long prompt on Gemma's 262,144-entry vocabulary, the
+    unembedding of every position was most of the pass)."""
+    run = lm.run(torch.tensor([ids[:-1]]), names=[], unembed=False)
+    return run.final[0, n_prompt - 1:] @ lm.decoder.W_U.to(run.final.device)
 
 
 def assert_greedy_has_margin(lm, prompt_ids: list[int], new_ids: list[int], *, what: str) -> float:

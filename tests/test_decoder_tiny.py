@@ -426,3 +426,24 @@ def test_assert_close_f32_finds_the_exact_worst_difference():
     flipped[0, 0] = float("inf")
     with pytest.raises(AssertionError, match="different non-finite values"):
         assert_close_f32(flipped, expected, depth=1, what="flipped", scale=1.0)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+@pytest.mark.parametrize("where", [0, 4097, -1])
+def test_assert_close_f32_sees_one_non_finite_entry_anywhere(bad, where):
+    """The all-finite shortcut (one max |x| per tensor instead of masks) must not hide a single
+    NaN or infinity, wherever it sits in a tensor large enough for vectorized reductions:
+    finite_scale leaves it out, assert_close_f32 finds it on either side."""
+    g = torch.Generator().manual_seed(1)
+    expected = torch.randn(3, 70_001, generator=g)
+    actual = expected + 1e-7
+    assert finite_scale(expected) == expected.abs().max().item()
+    odd = expected.clone()
+    odd.view(-1)[where] = bad
+    assert finite_scale(odd) == expected.view(-1)[torch.arange(expected.numel()) != where % expected.numel()].abs().max().item()
+    for a, e in ((odd, expected), (actual, odd)):
+        with pytest.raises(AssertionError, match="non-finite entries at different places"):
+            assert_close_f32(a, e, depth=1, what="one bad", scale=1.0, safety=1e6)
+    both = actual.clone()
+    both.view(-1)[where] = bad
+    assert assert_close_f32(both, odd, depth=1, what="same place", scale=1.0, safety=1e6) > 0   # compared by place
