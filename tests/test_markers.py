@@ -23,8 +23,7 @@ from tests.conftest import PAGE_FIXTURES, REAL_WEIGHTS_FIXTURES, ROOT, SERVER_FI
 # collection, which the first to ask makes while any other would wait on its lock.
 pytestmark = [pytest.mark.unit, pytest.mark.xdist_group("markers")]
 
-# Files that still carry the retired ``slow`` mark: being re-laid out by others, they drop it
-# with their next change (it means nothing now). Empty this set with them; no other file may use it.
+# The collecting subprocess: the whole suite, then each stage's selection, as {"code", "items"}.
 COLLECT = textwrap.dedent("""
     import json, sys
     import pytest
