@@ -396,9 +396,8 @@ def assert_close_f32(actual, expected, *, depth: int, what: str, scale: float | 
     actual = torch.as_tensor(actual).detach().cpu()
     expected = torch.as_tensor(expected).detach().cpu()
     assert actual.shape == expected.shape, f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
-    floats = actual.is_floating_point() and expected.is_floating_point()
-    top_expected = _max_abs(expected) if floats else math.nan
-    if floats and math.isfinite(top_expected) and math.isfinite(_max_abs(actual)):
+    top_expected = _max_abs(expected) if expected.is_floating_point() else math.nan
+    if math.isfinite(top_expected) and actual.is_floating_point() and math.isfinite(_max_abs(actual)):
         finite = None                         # every entry of both finite (the usual case): no masks
         if scale is None:
             scale = top_expected
@@ -438,7 +437,8 @@ def greedy_step_logits(lm, ids: list[int], n_prompt: int) -> torch.Tensor:
     only those positions unembedded: for a long prompt on Gemma's 262,144-entry vocabulary, the
     unembedding of every position was most of the pass)."""
     run = lm.run(torch.tensor([ids[:-1]]), names=[], unembed=False)
-    return run.final[0, n_prompt - 1:] @ lm.decoder.W_U.to(run.final.device)
+    W_U = lm.decoder.W_U                                                    # [d_model, vocab]
+    return (run.final[0, n_prompt - 1:].to(W_U.device) @ W_U).cpu()         # [steps, vocab]
 
 
 def assert_greedy_has_margin(lm, prompt_ids: list[int], new_ids: list[int], *, what: str) -> float:

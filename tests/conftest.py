@@ -316,13 +316,20 @@ def pytest_xdist_make_scheduler(config, log):
     return Grouped(config, log)
 
 
-# The server stage's longest tests (15-25 s each: they start servers and wait on restarts),
-# handed out first to its workers (lab: --dist load gives out tests in collection order), so
-# that neither is drawn last while the other worker idles.
-SERVER_FIRST = ("test_a_killed_app_process_is_restarted_and_its_student_reconnects_and_follows",
-                "test_students_on_a_cold_server_see_the_model_load_progress",
-                "test_many_sessions_open_every_page_at_once_on_a_fresh_server",
-                "test_a_student_on_another_process_follows_the_teacher_through_nginx")
+# The longest tests of the server and browser stages (15 s to a minute or more each: they start
+# servers of their own, wait on restarts, drive six tabs), handed out first to their stage's
+# workers: lab's --dist load gives out tests in collection order (the same in every worker, as
+# pytest-xdist requires), and one of these drawn last would run alone while the other worker idles.
+LONGEST_FIRST = (
+    "test_five_students_follow_one_teacher",                                        # browser
+    "test_the_teacher_reloads_or_comes_back_after_the_session_is_gone_and_keeps_the_class",
+    "test_a_lesson_walked_with_the_keyboard_alone",
+    "test_deep_link_as_first_request_of_a_fresh_server",
+    "test_a_killed_app_process_is_restarted_and_its_student_reconnects_and_follows",  # server
+    "test_students_on_a_cold_server_see_the_model_load_progress",
+    "test_many_sessions_open_every_page_at_once_on_a_fresh_server",
+    "test_a_student_on_another_process_follows_the_teacher_through_nginx",
+)
 
 
 @pytest.hookimpl(tryfirst=True)     # before pytest's own -m selection reads the marks
@@ -331,8 +338,8 @@ def pytest_collection_modifyitems(config, items):
         stage = stage_of(item)          # raises on two stage marks
         if not explicit_stages(item):
             item.add_marker(stage)
-    rank = {name: n for n, name in enumerate(SERVER_FIRST)}
-    items.sort(key=lambda item: rank.get(getattr(item, "originalname", item.name), len(SERVER_FIRST)))
+    rank = {name: n for n, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(getattr(item, "originalname", item.name), len(LONGEST_FIRST)))
     worker, folder = os.environ.get("PYTEST_XDIST_WORKER"), os.environ.get(_GROUPS_ENV)
     if worker and folder and getattr(config.option, "loadgroup", False):     # in a worker of --dist loadgroup
         import json

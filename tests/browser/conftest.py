@@ -3,34 +3,12 @@ workers, and one headless Chromium per worker (a test that needs a fresh server,
 own, starts it itself: tools/browser.py)."""
 
 import json
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
 from tests._shared import locked, run_folder
 from tools import browser as harness
-
-
-# The stage's longest tests (about a minute each on a 2-core machine: they start servers of their
-# own and drive six tabs), handed out first: pytest-xdist's --dist load gives out tests in
-# collection order, and one of these drawn last would run alone while the other worker idles.
-FIRST = ("test_five_students_follow_one_teacher",
-         "test_the_teacher_reloads_or_comes_back_after_the_session_is_gone_and_keeps_the_class",
-         "test_a_lesson_walked_with_the_keyboard_alone",
-         "test_deep_link_as_first_request_of_a_fresh_server")
-
-
-def pytest_collection_modifyitems(config, items):
-    """FIRST's tests before the other browser tests (the order is the same in every worker, as
-    pytest-xdist requires); the others, and the tests of other folders, keep their order."""
-    here = Path(__file__).resolve().parent
-    places = [n for n, item in enumerate(items) if here in Path(str(item.path)).parents]
-    rank = {name: n for n, name in enumerate(FIRST)}
-    ordered = sorted((items[n] for n in places),
-                     key=lambda item: rank.get(getattr(item, "originalname", item.name), len(FIRST)))
-    for n, item in zip(places, ordered):
-        items[n] = item
 
 
 @pytest.fixture(scope="session")
