@@ -78,6 +78,33 @@ def scan_installed_components_once() -> bool:
 
 scan_installed_components_once()
 
+
+def compile_page_scripts_once() -> bool:
+    """Every new AppTest gives its run a new ScriptCache (streamlit.testing.v1.app_test), so each
+    page test read, rewrote for Streamlit's "magic" and compiled app.py and its page's script
+    again: 11 s of the page stage's CPU. A server keeps one ScriptCache for all its sessions;
+    here a test process keeps one for all its AppTests. The scripts do not change while the
+    tests run. True when shared; False when this Streamlit builds its cache elsewhere (the tests
+    are then slower, no less right: tests/test_apptest_helpers.py says so)."""
+    try:
+        from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+        from streamlit.testing.v1 import app_test
+    except ImportError:
+        return False
+    if getattr(app_test, "ScriptCache", None) is not ScriptCache:
+        return getattr(app_test.ScriptCache, "shared_by_the_tests", False)
+    shared = ScriptCache()
+
+    def one_cache() -> ScriptCache:
+        return shared
+
+    one_cache.shared_by_the_tests = True
+    app_test.ScriptCache = one_cache
+    return True
+
+
+compile_page_scripts_once()
+
 # Under pytest-xdist each worker takes its share of the cores: two workers on two cores with
 # two torch threads each would wait on each other at every op.
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):

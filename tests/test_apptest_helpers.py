@@ -29,3 +29,15 @@ def test_the_tests_scan_installed_packages_for_components_once():
     assert scan_installed_components_once()
     assert getattr(manifest_scanner.scan_component_manifests, "shared_by_the_tests", False)
     assert manifest_scanner.scan_component_manifests() == manifest_scanner.scan_component_manifests()
+
+
+def test_the_tests_compile_each_page_script_once():
+    """tests/conftest.py hands every AppTest of a process one ScriptCache, as a server does for
+    its sessions: a Streamlit that builds it elsewhere makes every page test compile app.py and
+    its page again, and this says where."""
+    from streamlit.runtime.scriptrunner.script_cache import ScriptCache
+    from streamlit.testing.v1 import app_test
+
+    from tests.conftest import compile_page_scripts_once
+    assert compile_page_scripts_once()
+    assert app_test.ScriptCache() is app_test.ScriptCache() and isinstance(app_test.ScriptCache(), ScriptCache)
