@@ -39,6 +39,29 @@ def test_the_residual_norm_chart_breaks_its_long_subplot_title():
     assert "".join(lines(after)).replace(" ", "") == LONG.replace(" ", "")   # nothing lost, only broken
 
 
+def test_a_y_axis_title_longer_than_its_plot_is_tall_breaks_into_two_lines(monkeypatch):
+    """plotly never breaks an axis title: the residual page's running sum, kept 340 px tall in
+    presenter type to fit the first screen, had its y-axis title cut at the chart's top and
+    bottom. A title longer than the chart (or its subplot) allows, at the type's size, breaks
+    into two lines; on the page's laptop height (480 px, 16 px type) it stays one line."""
+    title = "length along the final vector"
+    fig = go.Figure(go.Bar(x=["a"], y=[1]))
+    fig.update_layout(yaxis_title=title, xaxis_title=title)
+    for present, height, broken in [(True, 340, True), (True, 700, False), (False, 480, False), (False, 300, True)]:
+        monkeypatch.setattr(style, "view", lambda present=present: style.View(presenting=present))
+        layout = theme.style(fig, height=height)["layout"]
+        y = layout["yaxis"]["title"]["text"]
+        assert (len(lines(y)) == 2) is broken, (present, height, y)
+        assert y.replace("<br>", " ") == title and layout["xaxis"]["title"]["text"] == title   # nothing lost; x stays
+        assert go.Figure(theme.style(fig, height=height)).to_dict()["layout"]["yaxis"]["title"]["text"] == y
+    monkeypatch.setattr(style, "view", lambda: style.View(presenting=True))
+    halves = make_subplots(rows=2, cols=1)
+    halves.add_trace(go.Bar(x=["a"], y=[1]), 1, 1)
+    halves.update_yaxes(title_text=title)
+    layout = theme.style(halves, height=560)["layout"]
+    assert "<br>" in layout["yaxis"]["title"]["text"] and "<br>" in layout["yaxis2"]["title"]["text"]   # half the height each
+
+
 def test_a_legend_under_the_plot_hangs_from_its_y():
     fig = go.Figure(go.Scatter(x=[0], y=[0], name="a"))
     fig.update_layout(legend=dict(orientation="h", y=-0.22))

@@ -387,4 +387,25 @@ def style(fig, height: int | None = None, title_width: int = TITLE_WIDTH) -> dic
                 layout[name]["dtick"] = 1
     if height is not None:
         layout["height"] = height
+    for name in axes:
+        if name.startswith("y") and layout.get("height"):
+            _wrap_vertical_title(layout[name], layout["height"])
     return spec
+
+
+Y_TITLE_ROOM = 0.6     # of a chart's height (of its subplot's share), about what a y-axis title may run along
+
+
+def _wrap_vertical_title(axis: dict, height: int) -> None:
+    """A y-axis title runs up the side of the plot, and plotly never wraps it: one longer than
+    the plot is tall is cut at the chart's top and bottom (seen on the residual page's running
+    sum in presenter type, whose chart is kept short to fit the first screen). Such a title is
+    broken into two lines."""
+    title = axis.get("title")
+    text = title.get("text") if isinstance(title, dict) else None
+    if not isinstance(text, str) or not text or "<" in text:
+        return
+    low, high = axis.get("domain") or (0, 1)
+    size = (title.get("font") or {}).get("size") or font_px(FONT_SIZE)
+    if width_units(text) * size / 2 > height * (high - low) * Y_TITLE_ROOM:
+        title["text"] = wrap_title(text, (width_units(text) + 1) // 2 + 1)
