@@ -1,14 +1,15 @@
 """A layout sweep for looking at pages (not a test): starts the app on a free loopback port and,
-for every page, language, size and presenter mode on and off, runs the presenter browser test's
-measurement (tests/browser/test_presenter_browser.py: MEASURE) and prints one line per view:
+for every page, language, size and presenter mode on and off, runs the browser tests'
+measurement (tests/browser/layout.py: MEASURE) and prints one line per view:
 "ok", or what it found: chart text cut at a chart's edge, an x-axis title over a legend entry,
 a page wider than the window, an exception, and in presenter mode text under 20 px.
 
     .venv/bin/python -m tests.browser.sweep                       # all: 14 pages x 3 languages x 2 sizes x 2 modes
     .venv/bin/python -m tests.browser.sweep --pages ffn position --langs zh-Hant --sizes 1024x768
 
-The browser tests check a chosen few of these views on every run; this is the whole grid
-(about 12 minutes on a 2-core machine).
+On every run the browser tests measure every page and language in laptop mode at both sizes
+(test_browser.py), and chosen views in presenter mode at 1024x768 (test_presenter_browser.py);
+this is the whole grid (about 12 minutes on a 2-core machine).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from tests.browser.test_presenter_browser import MEASURE
+from tests.browser.layout import MEASURE
 from tools import browser as harness
 
 PAGES = ["home", "tokens", "embeddings", "position", "attention", "heads", "induction", "ffn", "residual",

@@ -21,6 +21,7 @@ import pytest
 from course import i18n, nav
 from course import model as models
 from tests.browser import axe
+from tests.browser.layout import MEASURE
 from tools import browser as harness
 
 pytestmark = pytest.mark.browser
@@ -242,11 +243,14 @@ def choose_model(page, key: str) -> None:
 @pytest.mark.parametrize("lang", ["en", "zh-Hant", "zh-Hans"])
 @pytest.mark.parametrize("page_id", nav.PAGES)
 def test_page_draws_whole_on_a_projector(warm_tab, base_url, shots, page_id, lang):
-    """Every page in every language, opened at a projector's size with the sidebar open: the title
-    in the learner's language, no exception, every chart drawn; nothing cut off (metric values
-    and labels, button and tab labels, widget labels and chart titles whole, diagram text at least
-    12 px) at 1024x768 and again after the window grows to 1280x720 (charts redrawn at the new
-    width). One load per page and language serves both sizes (and the screenshot, with DECODER_LAB_SHOTS).
+    """Every page in every language, opened at a projector's (or a student's laptop's) size with
+    the sidebar open: the title in the learner's language, no exception, every chart drawn;
+    nothing cut off (metric values and labels, button and tab labels, widget labels and chart
+    titles whole, diagram text at least 12 px) at 1024x768 and again after the window grows to
+    1280x720 (charts redrawn at the new width); at 1024x768, as a student's laptop first draws
+    the page, also no chart text past its chart's edges, no x-axis title over a legend and no
+    horizontal overflow (layout.MEASURE). One load per page and language serves both sizes (and
+    the screenshot, with DECODER_LAB_SHOTS).
 
     The same load checks accessibility: axe-core (WCAG 2.0/2.1 A and AA) finds no critical or
     serious violation, on the language's first model and again after the sidebar switches to the
@@ -275,6 +279,10 @@ def test_page_draws_whole_on_a_projector(warm_tab, base_url, shots, page_id, lan
             page.wait_for_function(harness.CHARTS_DRAWN)
         page.wait_for_timeout(300)
         problems[f"{width}x{height}"] = page.evaluate(CUT_OFF)
+        if not n:                                      # as the page first draws, at a laptop's size
+            found = page.evaluate(MEASURE)
+            problems[f"{width}x{height}"] += [f"{kind}: {item}" for kind in ("cut", "clash") for item in found[kind]] + (
+                [f"overflow: {found['overflow']} px"] if found["overflow"] > 0 else [])
     screenshot(page, shots, f"{page_id}-{lang}.png")
     other = next(key for key in models.MODELS if key != first)
     choose_model(page, other)

@@ -11,6 +11,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from course import i18n, nav
+from tests.browser.layout import MEASURE, MIN_PX
 from tools import browser as harness
 
 pytestmark = pytest.mark.browser
@@ -19,74 +20,6 @@ if not harness.chromium_available() and not os.environ.get("CI"):
     pytest.skip("chromium not found at /usr/bin/chromium", allow_module_level=True)
 
 SIZE = {"width": 1024, "height": 768}
-MIN_PX = 20
-
-# Every visible piece of text in the main area under MIN_PX: HTML text (not the source listings
-# of "In the code", not icons, not KaTeX's sub- and superscripts or its hidden MathML), plotly
-# text, and graphviz labels (drawn at font-size x the SVG's scale on screen). And plotly text
-# that runs past its chart's edges (cut off): a subplot title above a 20 px top margin, a
-# legend entry past the right edge, a colour bar's title below the bottom. And a chart's x-axis
-# title drawn over its legend (larger ticks and titles push the title down onto a legend placed
-# under it: seen on the heads page's KV chart and the training lab's).
-MEASURE = """() => {
-  const main = document.querySelector("[data-testid='stMain']");
-  const visible = el => { const r = el.getBoundingClientRect(); const s = getComputedStyle(el);   // (1 px: screen-reader only)
-    return r.width > 1 && r.height > 1 && s.visibility !== 'hidden' && s.display !== 'none'; };
-  const small = [];
-  for (const el of main.querySelectorAll('*')) {
-    if (el.closest('svg') || el.closest('[data-testid="stCode"]') || el.closest('.st-key-doc_lang')
-        || el.closest('[data-testid="stIconMaterial"]') || el.closest('.msupsub') || el.closest('.vlist-t')
-        || el.closest('.katex-mathml') || el.querySelector('[data-testid="stIconMaterial"]')
-        || /Material/.test(getComputedStyle(el).fontFamily)) continue;
-    if (![...el.childNodes].some(n => n.nodeType === 3 && /[^\\s\\u200b]/.test(n.textContent)) || !visible(el)) continue;
-    const px = parseFloat(getComputedStyle(el).fontSize);
-    if (px < %(min)d) small.push([el.closest('[data-testid]')?.dataset.testid, px, el.textContent.trim().slice(0, 30)]);
-  }
-  for (const input of main.querySelectorAll('input[type="text"], input[type="number"], textarea')) {   // a selectbox's value
-    const px = parseFloat(getComputedStyle(input).fontSize);
-    if (visible(input) && px < %(min)d) small.push(['input', px, input.value.slice(0, 30)]);
-  }
-  for (const t of main.querySelectorAll("[data-testid='stPlotlyChart'] svg text")) {
-    if (!t.textContent.trim() || t.closest('.hoverlayer') || !visible(t)) continue;
-    const px = parseFloat(getComputedStyle(t).fontSize);
-    if (px < %(min)d) small.push(['plotly', px, t.textContent.trim().slice(0, 30)]);
-  }
-  const cut = [];
-  for (const chart of main.querySelectorAll("[data-testid='stPlotlyChart']")) {
-    const svg = chart.querySelector('.main-svg'); if (!svg) continue;
-    const b = svg.getBoundingClientRect();
-    for (const t of chart.querySelectorAll('svg text')) {
-      if (!t.textContent.trim() || t.closest('.hoverlayer')) continue;
-      const r = t.getBoundingClientRect();
-      const beyond = Math.max(b.top - r.top, r.bottom - b.bottom, b.left - r.left, r.right - b.right);
-      if (r.width > 1 && beyond > 1)
-        cut.push([chart.closest('[class*="st-key-"]')?.className.match(/st-key-(\\S+)/)?.[1], t.textContent.trim().slice(0, 30),
-                  Math.round(beyond)]);
-    }
-  }
-  const clash = [];   // text boxes hold some leading: glyphs only meet when the boxes overlap by more than 4 px
-  const meet = (a, b) => Math.min(a.right, b.right) - Math.max(a.left, b.left) > 4
-                         && Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top) > 4;
-  for (const chart of main.querySelectorAll("[data-testid='stPlotlyChart']")) {
-    const entries = [...chart.querySelectorAll('.legend text')].filter(e => e.textContent.trim());
-    for (const t of chart.querySelectorAll('text[class*="xtitle"]')) {
-      const r = t.getBoundingClientRect();
-      const hit = entries.find(e => meet(r, e.getBoundingClientRect()));
-      if (t.textContent.trim() && hit)
-        clash.push([chart.closest('[class*="st-key-"]')?.className.match(/st-key-(\\S+)/)?.[1], t.textContent.trim().slice(0, 30),
-                    hit.textContent.trim().slice(0, 30)]);
-    }
-  }
-  const diagrams = [];
-  for (const svg of main.querySelectorAll("[data-testid='stGraphVizChart'] svg")) {
-    const box = svg.viewBox.baseVal; const k = box && box.width ? svg.getBoundingClientRect().width / box.width : 1;
-    diagrams.push(Math.min(...[...svg.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize) * k)));
-  }
-  const menu = document.querySelector('[data-testid="stMainMenu"]');
-  return {small, cut, clash, diagrams, overflow: Math.max(main.scrollWidth - main.clientWidth,
-                                              document.documentElement.scrollWidth - document.documentElement.clientWidth),
-          menu: !!menu && visible(menu), collapsed: document.querySelector('[data-testid="stSidebar"]')?.dataset.collapsed};
-}""" % {"min": MIN_PX}
 
 # Pages whose Graphviz diagrams must be drawn at 20 px or more in presenter mode: residual's are
 # stretched to the column; heads, ffn and position draw theirs at a pixel width that gives
@@ -99,41 +32,6 @@ def tab(warm_tab):
     """A tab at SIZE, English, with nothing stored (tests/browser/conftest.py)."""
     warm_tab.set_viewport_size(SIZE)
     return warm_tab
-
-
-@pytest.mark.parametrize("name, lang", [("home", "en"), ("attention", "en"), ("sampling", "en"),
-                                        ("residual", "zh-Hant"), ("tokens", "zh-Hans"),
-                                        ("heads", "en"), ("heads", "zh-Hant"), ("ffn", "zh-Hant"),
-                                        ("position", "zh-Hans")])
-def test_presenter_type_is_large_menu_hidden_no_overflow(tab, base_url, name, lang):
-    tab.goto(harness.page_url(base_url, name, lang=lang, present=1))
-    harness.wait_until_drawn(tab)
-    assert not tab.query_selector(harness.EXCEPTION)
-    found = tab.evaluate(MEASURE)
-    assert found["small"] == [], found["small"][:20]
-    assert found["cut"] == [], found["cut"][:20]
-    assert found["clash"] == [], found["clash"][:20]
-    if name in DIAGRAMS_CHECKED:
-        assert found["diagrams"] and min(found["diagrams"]) >= MIN_PX, found["diagrams"]
-    assert found["overflow"] <= 0
-    assert found["menu"] is False
-    assert found["collapsed"] == "true"
-
-
-@pytest.mark.parametrize("name, lang", [("ffn", "zh-Hant"), ("attention", "zh-Hans"), ("position", "zh-Hant"),
-                                        ("position", "en"), ("residual", "en"), ("home", "zh-Hans")])
-def test_laptop_chart_text_stays_inside_its_chart(tab, base_url, name, lang):
-    """At 1024 px with the sidebar open (a student's laptop) the charts are narrower than in
-    presenter mode: no text past a chart's edges, no axis title over a legend. (A sweep of every
-    page, language and both sizes found these pages' cuts: long legend entries, subplot titles,
-    a legend's title beside its entries.)"""
-    tab.goto(harness.page_url(base_url, name, lang=lang))
-    harness.wait_until_drawn(tab)
-    assert not tab.query_selector(harness.EXCEPTION)
-    found = tab.evaluate(MEASURE)
-    assert found["cut"] == [], found["cut"][:20]
-    assert found["clash"] == [], found["clash"][:20]
-    assert found["overflow"] <= 0
 
 
 def query(url: str) -> dict[str, str]:
@@ -178,16 +76,37 @@ FIRST_SCREEN = """() => {
 # Every page fits: in presenter mode "Predict, then see" is one line (its question, opening to the
 # guess), and a first chart taller than the room left is drawn shorter or laid out wider
 # (theme.projected; the MLP diagram in two rows; generation's and induction's chart beside their
-# text). Measured on the default prompt and model of English (SmolLM2).
-@pytest.mark.parametrize("name", nav.PAGES)
-def test_presenter_first_screen_shows_the_first_chart_whole(tab, base_url, name):
-    tab.goto(harness.page_url(base_url, name, lang="en", present=1))
+# text). Measured on the default prompt and model of English (SmolLM2), on every page.
+FIRST_SCREEN_LANG = "en"
+# The views whose type is measured: every page in English, and pages in Chinese where the type
+# runs longest (wide tables and diagrams, long chart titles and legends).
+VIEWS = [(name, FIRST_SCREEN_LANG) for name in nav.PAGES] + [
+    ("residual", "zh-Hant"), ("tokens", "zh-Hans"), ("heads", "zh-Hant"), ("ffn", "zh-Hant"), ("position", "zh-Hans")]
+
+
+@pytest.mark.parametrize("name, lang", VIEWS)
+def test_presenter_type_is_large_menu_hidden_no_overflow_first_chart_whole(tab, base_url, name, lang):
+    """One load per view: type of MIN_PX or more, no chart text cut or over a legend, diagrams
+    large enough, no horizontal overflow, the menu hidden and the sidebar collapsed; in English
+    the first chart whole on the first screen, below the sticky header."""
+    tab.goto(harness.page_url(base_url, name, lang=lang, present=1))
     harness.wait_until_drawn(tab)
-    found = tab.evaluate(FIRST_SCREEN)
-    assert found["chart"] is not None, "no chart on the page"
-    chart = found["chart"]
-    assert chart["top"] >= found["header"] - 1, found         # not under the sticky header
-    assert chart["bottom"] <= found["viewport"] + 1, found     # whole on the first screen
+    assert not tab.query_selector(harness.EXCEPTION)
+    found = tab.evaluate(MEASURE)
+    assert found["small"] == [], found["small"][:20]
+    assert found["cut"] == [], found["cut"][:20]
+    assert found["clash"] == [], found["clash"][:20]
+    if name in DIAGRAMS_CHECKED:
+        assert found["diagrams"] and min(found["diagrams"]) >= MIN_PX, found["diagrams"]
+    assert found["overflow"] <= 0
+    assert found["menu"] is False
+    assert found["collapsed"] == "true"
+    if lang == FIRST_SCREEN_LANG:
+        screen = tab.evaluate(FIRST_SCREEN)
+        assert screen["chart"] is not None, "no chart on the page"
+        chart = screen["chart"]
+        assert chart["top"] >= screen["header"] - 1, screen         # not under the sticky header
+        assert chart["bottom"] <= screen["viewport"] + 1, screen    # whole on the first screen
 
 
 def address(tab) -> str:
