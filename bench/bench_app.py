@@ -63,7 +63,7 @@ async def bench_server(base: str, lm, runs: int, sessions: int, model: str) -> l
 
     rows = []
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=harness.CHROMIUM, args=harness.CHROMIUM_ARGS)
+        browser = await p.chromium.launch(executable_path=harness.chromium_path(), args=harness.CHROMIUM_ARGS)
         await open_and_time(browser, harness.page_url(base, "home", lang="en", model=model))   # load the model
         for n_tokens in (20, 200):
             fresh = make_prompts(lm, n_tokens, runs + 1 + sessions)

@@ -15,6 +15,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
+# Debian's chromium-headless-shell: the same Blink and V8 without the browser's user interface
+# (Chrome's "old" headless mode, what Playwright itself runs headless). It draws the same pages
+# with less work: 10% less Chromium CPU over six pages' loads, axe runs, resizes and model
+# switches, measured against chromium back to back (bench-free probe, 2 runs each). Used where
+# it is installed; chromium otherwise.
+HEADLESS_SHELL = "/usr/bin/chromium-headless-shell"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
 VIEWPORT = {"width": 1400, "height": 900}
@@ -34,7 +40,15 @@ CHARTS_DRAWN = """() => {
 
 
 def chromium_available() -> bool:
-    return Path(CHROMIUM).exists() or shutil.which("chromium") is not None
+    return chromium_path() is not None
+
+
+def chromium_path() -> str | None:
+    """The headless browser to run: the headless shell where installed, else Debian's chromium."""
+    for path in (HEADLESS_SHELL, CHROMIUM):
+        if Path(path).exists():
+            return path
+    return shutil.which("chromium-headless-shell") or shutil.which("chromium")
 
 
 def free_port() -> int:
@@ -134,8 +148,7 @@ def streamlit_server(env: dict | None = None, timeout: float = 120, procs: list 
 
 
 def launch(playwright, extra_args: list[str] | None = None):
-    return playwright.chromium.launch(executable_path=CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium"),
-                                      args=[*CHROMIUM_ARGS, *(extra_args or [])])
+    return playwright.chromium.launch(executable_path=chromium_path(), args=[*CHROMIUM_ARGS, *(extra_args or [])])
 
 
 def page_url(base: str, page: str, **params) -> str:
