@@ -91,8 +91,9 @@ def compile_page_scripts_once() -> bool:
         from streamlit.testing.v1 import app_test
     except ImportError:
         return False
-    if getattr(app_test, "ScriptCache", None) is not ScriptCache:
-        return getattr(app_test.ScriptCache, "shared_by_the_tests", False)
+    current = getattr(app_test, "ScriptCache", None)
+    if current is not ScriptCache:
+        return getattr(current, "shared_by_the_tests", False)
     shared = ScriptCache()
 
     def one_cache() -> ScriptCache:

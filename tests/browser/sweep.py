@@ -7,9 +7,9 @@ a page wider than the window, an exception, and in presenter mode text under 20 
     .venv/bin/python -m tests.browser.sweep                       # all: 14 pages x 3 languages x 2 sizes x 2 modes
     .venv/bin/python -m tests.browser.sweep --pages ffn position --langs zh-Hant --sizes 1024x768
 
-On every run the browser tests measure every page and language in laptop mode at both sizes
-(test_browser.py), and chosen views in presenter mode at 1024x768 (test_presenter_browser.py);
-this is the whole grid (about 12 minutes on a 2-core machine).
+On every run the browser tests take this measurement on every page and language in laptop
+mode at 1024x768 (test_browser.py), and on chosen views in presenter mode at 1024x768
+(test_presenter_browser.py); this is the whole grid (about 12 minutes on a 2-core machine).
 """
 
 from __future__ import annotations
@@ -17,16 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from course import nav
 from tests.browser.layout import MEASURE
 from tools import browser as harness
-
-PAGES = ["home", "tokens", "embeddings", "position", "attention", "heads", "induction", "ffn", "residual",
-         "sampling", "generation", "architecture", "whatif", "train"]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--pages", nargs="+", default=PAGES)
+    ap.add_argument("--pages", nargs="+", default=nav.PAGES)
     ap.add_argument("--langs", nargs="+", default=["en", "zh-Hant", "zh-Hans"])
     ap.add_argument("--sizes", nargs="+", default=["1024x768", "1280x720"])
     ap.add_argument("--modes", nargs="+", type=int, default=[1, 0], help="1: presenter mode, 0: laptop")
